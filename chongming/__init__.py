@@ -1,0 +1,1 @@
+"""chongming: an asyncio-native task runtime with auditable trajectories."""

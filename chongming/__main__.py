@@ -1,0 +1,3 @@
+from chongming.cli.app import main
+
+main()

@@ -1,0 +1,170 @@
+"""The exception tree of chongming.
+
+Every error chongming raises on purpose derives from :class:`ChongmingError`.
+Where a builtin means the same thing it is mixed in, so ``except LookupError``
+keeps working for callers who do not know chongming::
+
+    ChongmingError
+    ├── ConfigurationError (ValueError)    a bad policy, limit, name or registration
+    │   └── UnknownTask (LookupError)      submit of a name nobody registered
+    ├── PayloadError (ValueError)          arguments, ids or labels that cannot be stored
+    ├── DuplicateTask                      a task id already in use
+    ├── InvalidTransition                  the state table forbids the move
+    ├── TaskCancelled                      raised at a checkpoint once a stop was requested
+    ├── CheckpointMisuse (TypeError)       the wrong checkpoint flavour for the task kind
+    ├── ControllerClosed (RuntimeError)    use of a controller after close()
+    └── StoreError                         the persistence layer, translated at its boundary
+        ├── StoreClosed                    use of a store after close()
+        ├── VersionConflict                a compare-and-set on status_version lost
+        ├── TaskNotFound (LookupError)     no such task in the store
+        ├── DuplicateTaskId                create() of an id the store already holds
+        ├── StoreUnavailable               the server or file cannot be reached
+        ├── StoreBusy                      SQLite stayed locked past its busy timeout
+        ├── StoreFull                      the disk or the database size limit is full
+        └── SchemaError                    the schema is newer than this code, or broken
+
+Messages are built from fields kept as attributes, so callers can branch on
+the fields instead of parsing text.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChongmingError",
+    "CheckpointMisuse",
+    "ConfigurationError",
+    "ControllerClosed",
+    "DuplicateTask",
+    "DuplicateTaskId",
+    "InvalidTransition",
+    "PayloadError",
+    "SchemaError",
+    "StoreBusy",
+    "StoreClosed",
+    "StoreError",
+    "StoreFull",
+    "StoreUnavailable",
+    "TaskCancelled",
+    "TaskNotFound",
+    "UnknownTask",
+    "VersionConflict",
+]
+
+
+class ChongmingError(Exception):
+    """Root of every error chongming raises on purpose."""
+
+
+class ConfigurationError(ChongmingError, ValueError):
+    """A policy, limit, registration or call argument is not acceptable."""
+
+
+class UnknownTask(ConfigurationError, LookupError):
+    """A task name was submitted that nobody registered."""
+
+    def __init__(self, name: str, registered: tuple[str, ...]) -> None:
+        self.name = name
+        self.registered = registered
+        known = ", ".join(registered) if registered else "none"
+        super().__init__(f"unknown task name {name!r}; registered names: {known}")
+
+
+class PayloadError(ChongmingError, ValueError):
+    """A value that must be stored (arguments, result, id, label) cannot be."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        self.what = what
+        self.reason = reason
+        super().__init__(f"{what}: {reason}")
+
+
+class DuplicateTask(ChongmingError):
+    """A task id is already in use by a live or recorded task."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task id {task_id!r} is already in use")
+
+
+class InvalidTransition(ChongmingError):
+    """The state table does not allow moving from ``current`` to ``target``."""
+
+    def __init__(self, current: object, target: object) -> None:
+        self.current = current
+        self.target = target
+        super().__init__(f"transition {_name(current)} -> {_name(target)} is not allowed")
+
+
+class TaskCancelled(ChongmingError):
+    """Raised inside a task at a checkpoint after a stop was requested.
+
+    Let it propagate: the runtime records ``stopped`` only when the task really
+    ended. A task that catches it and returns normally is reported as having
+    finished anyway (``succeeded``), because that is what happened.
+    """
+
+
+class CheckpointMisuse(ChongmingError, TypeError):
+    """The checkpoint flavour does not match how the task runs."""
+
+
+class ControllerClosed(ChongmingError, RuntimeError):
+    """The controller was closed; it accepts no more calls."""
+
+
+class StoreError(ChongmingError):
+    """The persistence layer failed; driver errors are translated to this tree."""
+
+
+class StoreClosed(StoreError):
+    """The store was closed; any further use is a programming error."""
+
+    def __init__(self, store: str = "store") -> None:
+        super().__init__(f"{store} is closed")
+
+
+class VersionConflict(StoreError):
+    """A compare-and-set save found another status_version than expected."""
+
+    def __init__(self, task_id: str, expected: int, actual: int | None) -> None:
+        self.task_id = task_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"task {task_id!r}: expected status_version {expected}, store has {actual}"
+        )
+
+
+class TaskNotFound(StoreError, LookupError):
+    """No task with this id exists."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"no task with id {task_id!r}")
+
+
+class DuplicateTaskId(StoreError, DuplicateTask):
+    """create() was called with an id the store already holds."""
+
+    def __init__(self, task_id: str) -> None:
+        DuplicateTask.__init__(self, task_id)
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached or opened (never carries a password)."""
+
+
+class StoreBusy(StoreError):
+    """The database stayed locked by someone else past the busy timeout."""
+
+
+class StoreFull(StoreError):
+    """The disk or the database's size limit is full; nothing was half-written."""
+
+
+class SchemaError(StoreError):
+    """The stored schema is newer than this code understands, or damaged."""
+
+
+def _name(value: object) -> str:
+    return str(getattr(value, "value", value))

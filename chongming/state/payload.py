@@ -1,0 +1,118 @@
+"""Checks for everything that will be stored: JSON values, ids and labels.
+
+Both SQLite and PostgreSQL must accept whatever passes here, so the rules are
+the stricter of the two: no NaN or infinity, no NUL, no lone surrogates.
+Failing early with :class:`PayloadError` means nothing is ever half-stored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from typing import Any
+
+from chongming.errors import PayloadError
+
+__all__ = [
+    "MAX_LABEL_LENGTH",
+    "MAX_TASK_ID_LENGTH",
+    "check_label",
+    "check_task_id",
+    "dump_json",
+    "load_json",
+]
+
+MAX_TASK_ID_LENGTH = 200
+MAX_LABEL_LENGTH = 256
+
+# An escaped NUL is "\u0000" preceded by an even number of backslashes.
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+_SCALARS = (bool, int, type(None))
+
+
+def dump_json(value: Any, what: str) -> str:
+    """Serialise ``value`` or raise :class:`PayloadError` saying why not."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise PayloadError(what, "nested too deeply to store as JSON") from None
+    except (TypeError, ValueError) as error:
+        raise PayloadError(what, f"not JSON-serialisable ({error})") from None
+    check_json_text(text, what)
+    return text
+
+
+def check_json_value(value: Any, what: str) -> None:
+    """Like :func:`dump_json` but cheap for the scalars most tasks use."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return
+    if kind is str:
+        _check_string(value, what)
+        return
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise PayloadError(what, "NaN and infinity are not JSON")
+        return
+    dump_json(value, what)
+
+
+def check_json_text(text: str, what: str) -> None:
+    if "\\u0000" in text and _ESCAPED_NUL.search(text):
+        raise PayloadError(what, "contains a NUL character, which PostgreSQL cannot store")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PayloadError(what, "contains a lone surrogate, which is not valid UTF-8") from None
+
+
+def load_json(text: str) -> Any:
+    return json.loads(text)
+
+
+def check_task_id(task_id: object) -> str:
+    """Task ids are printable text: they appear in tables, URLs and logs."""
+    if not isinstance(task_id, str):
+        raise PayloadError("task_id", f"must be a string, got {type(task_id).__name__}")
+    if not task_id:
+        raise PayloadError("task_id", "must not be empty")
+    if len(task_id) > MAX_TASK_ID_LENGTH:
+        raise PayloadError("task_id", f"longer than {MAX_TASK_ID_LENGTH} characters")
+    if _has_control_characters(task_id):
+        raise PayloadError("task_id", "contains control characters")
+    _check_string(task_id, "task_id")
+    return task_id
+
+
+def check_label(label: object) -> str:
+    """Labels are free text, shown escaped; only what no store can hold is refused."""
+    if not isinstance(label, str):
+        raise PayloadError("label", f"must be a string, got {type(label).__name__}")
+    if len(label) > MAX_LABEL_LENGTH:
+        raise PayloadError("label", f"longer than {MAX_LABEL_LENGTH} characters")
+    _check_string(label, "label")
+    return label
+
+
+def _check_string(value: str, what: str) -> None:
+    if value.isascii():
+        if "\x00" in value:
+            raise PayloadError(what, "contains a NUL character, which PostgreSQL cannot store")
+        return
+    if "\x00" in value:
+        raise PayloadError(what, "contains a NUL character, which PostgreSQL cannot store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PayloadError(what, "contains a lone surrogate, which is not valid UTF-8") from None
+
+
+def _has_control_characters(value: str) -> bool:
+    # Only C0/C1 controls are refused: they break logs and terminals. Other
+    # invisible characters (bidi overrides, joiners in emoji) are legal text
+    # and are escaped wherever a table prints them.
+    if value.isascii():
+        return not value.isprintable()
+    return any(unicodedata.category(c) == "Cc" for c in value)

@@ -1,0 +1,58 @@
+"""The 15 lifecycle states of a task."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["TaskStatus", "ACTIVE_STATUSES", "CARRIER_STATUSES", "TERMINAL_STATUSES"]
+
+
+class TaskStatus(enum.StrEnum):
+    """Where a task is on its trajectory. Only the state machine writes it."""
+
+    PENDING = "pending"
+    BLOCKED = "blocked"
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSING = "pausing"
+    PAUSED = "paused"
+    RETRY_WAIT = "retry_wait"
+    STOPPING = "stopping"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    LOST = "lost"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+    @property
+    def holds_carrier(self) -> bool:
+        """True while an execution carrier (coroutine, thread, process) may exist."""
+        return self in CARRIER_STATUSES
+
+
+TERMINAL_STATUSES: frozenset[TaskStatus] = frozenset(
+    {
+        TaskStatus.SUCCEEDED,
+        TaskStatus.FAILED,
+        TaskStatus.STOPPED,
+        TaskStatus.CANCELLED,
+        TaskStatus.SKIPPED,
+        TaskStatus.LOST,
+    }
+)
+ACTIVE_STATUSES: frozenset[TaskStatus] = frozenset(TaskStatus) - TERMINAL_STATUSES
+CARRIER_STATUSES: frozenset[TaskStatus] = frozenset(
+    {
+        TaskStatus.STARTING,
+        TaskStatus.RUNNING,
+        TaskStatus.PAUSING,
+        TaskStatus.PAUSED,
+        TaskStatus.STOPPING,
+    }
+)

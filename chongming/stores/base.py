@@ -1,0 +1,211 @@
+"""The persistence port every backend implements.
+
+Four kinds of data are kept apart because their write rates and consistency
+needs differ:
+
+- snapshots (``create``, ``save``, ``get``, ``query``): compare-and-set on
+  ``status_version``; a stale writer gets :class:`VersionConflict`;
+- history (``append``, ``history``): append-only, idempotent per
+  ``(task_id, version)``, always returned in version order;
+- the hot path (``touch``): progress and heartbeat; never bumps the version
+  and never conflicts with a state write;
+- commands (``submit_command``, ``claim_commands``, ``complete_command``,
+  ``release_command``): cross-process control, claimed with a lease;
+- supervisor leases (``renew_leases``, ``expired_leases``): written only by
+  these two methods and judged by the store's clock; ``save`` never touches
+  them.
+
+Every method may raise :class:`StoreClosed` after ``close()`` and
+:class:`StoreUnavailable` / :class:`StoreBusy` / :class:`StoreFull` when the
+backend fails; no driver exception ever escapes.
+
+Cancellation: cancelling a call leaves the outcome of a write unknown (the
+statement may still commit). Callers that must know re-read; stores resolve
+their own internal retries the same way.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import enum
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from types import TracebackType
+
+from chongming.state.query import TaskQuery
+from chongming.state.records import Progress, TaskSnapshot, Transition
+
+__all__ = [
+    "Command",
+    "CommandKind",
+    "ExpiredLease",
+    "TaskStore",
+]
+
+
+class CommandKind(enum.StrEnum):
+    STOP = "stop"
+    PAUSE = "pause"
+    RESUME = "resume"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """A control request for a task held by another process.
+
+    ``target_owner`` addresses the command to the node that holds the task
+    (``None``: any node may claim it). ``claimed_by`` and
+    ``lease_expires_at`` are filled in by the store when it is claimed.
+    """
+
+    command_id: str
+    task_id: str
+    kind: CommandKind
+    created_at: datetime
+    actor: str = "user"
+    reason: str | None = None
+    target_owner: str | None = None
+    claimed_by: str | None = None
+    lease_expires_at: datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ExpiredLease:
+    """A non-terminal task whose supervisor lease ran out (by the store's clock)."""
+
+    snapshot: TaskSnapshot
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+
+
+class TaskStore(abc.ABC):
+    """Async persistence for tasks. See the module docstring for the contract."""
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and migrate; called implicitly by the first operation."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release every connection. Idempotent; later calls raise StoreClosed."""
+
+    async def __aenter__(self) -> TaskStore:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- snapshots -----------------------------------------------------------
+
+    @abc.abstractmethod
+    async def create(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+    ) -> None:
+        """Insert a new task (and its first transitions) atomically.
+
+        Raises :class:`DuplicateTaskId` when the id exists; nothing is written then.
+        """
+
+    @abc.abstractmethod
+    async def save(
+        self,
+        snapshot: TaskSnapshot,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        """Replace the snapshot if the stored ``status_version`` equals ``expect_version``.
+
+        ``transitions`` are appended in the same transaction (the combined path
+        the state machine uses). Raises :class:`VersionConflict` on a stale
+        version and :class:`TaskNotFound` for an unknown id; nothing is
+        written in either case. Lease columns are never written.
+        """
+
+    @abc.abstractmethod
+    async def get(self, task_id: str) -> TaskSnapshot | None:
+        """The stored snapshot, or ``None``."""
+
+    @abc.abstractmethod
+    async def query(self, query: TaskQuery) -> list[TaskSnapshot]:
+        """Snapshots matching ``query``, ordered by ``created_at`` then ``task_id``."""
+
+    # -- history -------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def append(self, transitions: Sequence[Transition]) -> None:
+        """Append transitions; an existing ``(task_id, version)`` is left as it is."""
+
+    @abc.abstractmethod
+    async def history(self, task_id: str) -> list[Transition]:
+        """All transitions of a task in version order (empty for an unknown id)."""
+
+    # -- hot path ------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat: datetime | None = None,
+    ) -> None:
+        """Record progress and/or a heartbeat. Never changes ``status_version``.
+
+        An unknown id is ignored: the hot path must not fail a task.
+        """
+
+    # -- commands ------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def submit_command(self, command: Command) -> None:
+        """Store a new, unclaimed command and wake pollers."""
+
+    @abc.abstractmethod
+    async def claim_commands(
+        self, owner: str, *, lease_seconds: float, limit: int = 100
+    ) -> list[Command]:
+        """Claim up to ``limit`` unfinished commands addressed to ``owner`` (or to nobody)
+        whose lease is free or expired, oldest first. Two concurrent claimers never
+        get the same command while its lease runs."""
+
+    @abc.abstractmethod
+    async def complete_command(self, command_id: str, owner: str) -> bool:
+        """Mark a command done. Returns False if ``owner`` no longer holds its lease."""
+
+    @abc.abstractmethod
+    async def release_command(self, command_id: str, owner: str) -> bool:
+        """Hand a claimed command back untouched (lease cleared) for its real holder."""
+
+    async def wait_command_hint(self) -> None:
+        """Return when a command may have arrived. Only a hint: poll afterwards.
+
+        The default never returns; callers wrap it in their poll interval.
+        """
+        import anyio
+
+        await anyio.sleep_forever()
+
+    # -- supervisor leases ---------------------------------------------------
+
+    @abc.abstractmethod
+    async def renew_leases(
+        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
+    ) -> None:
+        """Set ``owner``'s lease on these tasks to expire ``ttl_seconds`` from the store's now."""
+
+    @abc.abstractmethod
+    async def expired_leases(
+        self, *, buckets: Collection[int] | None = None
+    ) -> list[ExpiredLease]:
+        """Non-terminal tasks whose lease expired (or that never had one), by the store's clock.
+
+        ``buckets`` restricts the search to those buckets (``None``: all).
+        """

@@ -1,0 +1,157 @@
+"""Encoding of records into column values shared by the SQL backends.
+
+Structured fields (progress, failure, result, arguments, tags) are stored as
+JSON text; statuses and kinds as their string values; timestamps as aware
+UTC datetimes (each dialect converts those to its own column type).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from chongming.state.records import Failure, FailureKind, Progress, TaskSnapshot
+
+__all__ = [
+    "decode_failure",
+    "decode_progress",
+    "encode_failure",
+    "encode_progress",
+    "from_iso",
+    "snapshot_columns",
+    "snapshot_from_columns",
+    "to_iso",
+]
+
+
+def encode_progress(progress: Progress | None) -> str | None:
+    if progress is None:
+        return None
+    return json.dumps(
+        {
+            "done": progress.done,
+            "total": progress.total,
+            "unit": progress.unit,
+            "message": progress.message,
+        },
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def decode_progress(text: str | None) -> Progress | None:
+    if text is None:
+        return None
+    data = json.loads(text) if isinstance(text, str) else text
+    return Progress(
+        done=data["done"], total=data.get("total"), unit=data.get("unit"), message=data.get("message")
+    )
+
+
+def encode_failure(failure: Failure | None) -> str | None:
+    if failure is None:
+        return None
+    return json.dumps(
+        {
+            "kind": failure.kind.value,
+            "message": failure.message,
+            "exception_type": failure.exception_type,
+            "retryable": failure.retryable,
+        },
+        ensure_ascii=False,
+    )
+
+
+def decode_failure(text: str | None) -> Failure | None:
+    if text is None:
+        return None
+    data = json.loads(text) if isinstance(text, str) else text
+    return Failure(
+        kind=FailureKind(data["kind"]),
+        message=data["message"],
+        exception_type=data.get("exception_type"),
+        retryable=bool(data.get("retryable", False)),
+    )
+
+
+def to_iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat()
+
+
+def from_iso(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def snapshot_columns(snapshot: TaskSnapshot) -> dict[str, Any]:
+    """Column name -> value. Datetimes stay datetimes; JSON fields become text."""
+    return {
+        "task_id": snapshot.task_id,
+        "name": snapshot.name,
+        "label": snapshot.label,
+        "status": snapshot.status.value,
+        "status_version": snapshot.status_version,
+        "attempt": snapshot.attempt,
+        "max_attempts": snapshot.max_attempts,
+        "bucket": snapshot.bucket,
+        "bucket_key": snapshot.bucket_key,
+        "tags": json.dumps(sorted(snapshot.tags), ensure_ascii=False),
+        "priority": snapshot.priority,
+        "owner": snapshot.owner,
+        "created_at": snapshot.created_at,
+        "updated_at": snapshot.updated_at,
+        "queued_at": snapshot.queued_at,
+        "started_at": snapshot.started_at,
+        "finished_at": snapshot.finished_at,
+        "last_heartbeat_at": snapshot.last_heartbeat_at,
+        "progress": encode_progress(snapshot.progress),
+        "failure": encode_failure(snapshot.failure),
+        "result": json.dumps(snapshot.result, ensure_ascii=False, allow_nan=False),
+        "args": json.dumps(list(snapshot.args), ensure_ascii=False, allow_nan=False),
+        "kwargs": json.dumps(dict(snapshot.kwargs), ensure_ascii=False, allow_nan=False),
+    }
+
+
+def snapshot_from_columns(row: Mapping[str, Any]) -> TaskSnapshot:
+    """Inverse of :func:`snapshot_columns`; datetimes may arrive as ISO text."""
+    from chongming.state.status import TaskStatus
+
+    def when(key: str) -> datetime | None:
+        value = row[key]
+        if value is None or isinstance(value, datetime):
+            return value
+        return datetime.fromisoformat(value)
+
+    def loads(key: str) -> Any:
+        value = row[key]
+        return json.loads(value) if isinstance(value, str) else value
+
+    created_at = when("created_at")
+    updated_at = when("updated_at")
+    assert created_at is not None and updated_at is not None
+    return TaskSnapshot(
+        task_id=row["task_id"],
+        name=row["name"],
+        label=row["label"],
+        status=TaskStatus(row["status"]),
+        status_version=row["status_version"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        bucket=row["bucket"],
+        bucket_key=row["bucket_key"],
+        tags=frozenset(loads("tags") or ()),
+        priority=row["priority"],
+        owner=row["owner"],
+        created_at=created_at,
+        updated_at=updated_at,
+        queued_at=when("queued_at"),
+        started_at=when("started_at"),
+        finished_at=when("finished_at"),
+        last_heartbeat_at=when("last_heartbeat_at"),
+        progress=decode_progress(row["progress"]),
+        failure=decode_failure(row["failure"]),
+        result=loads("result"),
+        args=tuple(loads("args") or ()),
+        kwargs=dict(loads("kwargs") or {}),
+    )
