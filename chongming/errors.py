@@ -13,6 +13,7 @@ keeps working for callers who do not know chongming::
     ├── TaskCancelled                      raised at a checkpoint once a stop was requested
     ├── CheckpointMisuse (TypeError)       the wrong checkpoint flavour for the task kind
     ├── ControllerClosed (RuntimeError)    use of a controller after close()
+    ├── AdmissionStateError (LookupError)  an admission-queue item in the wrong state for the call
     └── StoreError                         the persistence layer, translated at its boundary
         ├── StoreClosed                    use of a store after close()
         ├── VersionConflict                a compare-and-set on status_version lost
@@ -30,8 +31,9 @@ the fields instead of parsing text.
 from __future__ import annotations
 
 __all__ = [
-    "ChongmingError",
+    "AdmissionStateError",
     "CheckpointMisuse",
+    "ChongmingError",
     "ConfigurationError",
     "ControllerClosed",
     "DuplicateTask",
@@ -110,6 +112,21 @@ class CheckpointMisuse(ChongmingError, TypeError):
 
 class ControllerClosed(ChongmingError, RuntimeError):
     """The controller was closed; it accepts no more calls."""
+
+
+class AdmissionStateError(ChongmingError, LookupError):
+    """An admission-queue call named an item that is not in the state it needs.
+
+    Pushing an item that is already waiting or running, or releasing one that
+    is not running, means the caller's bookkeeping and the queue's disagree;
+    carrying on would leak or double-count slots, so it fails loudly.
+    """
+
+    def __init__(self, item: object, actual: str, expected: str) -> None:
+        self.item = item
+        self.actual = actual
+        self.expected = expected
+        super().__init__(f"admission item {item!r} is {actual}; expected it to be {expected}")
 
 
 class StoreError(ChongmingError):

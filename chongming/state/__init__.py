@@ -20,3 +20,4 @@ from chongming.state.status import TaskStatus as TaskStatus
 from chongming.state.table import TRANSITIONS as TRANSITIONS
 from chongming.state.table import check_transition as check_transition
 from chongming.state.table import is_allowed as is_allowed
+from chongming.state.triggers import Trigger as Trigger

@@ -24,9 +24,7 @@ class HistoryGap(InvalidTransition):
         self.task_id = task_id
         self.expected = expected
         self.got = got
-        Exception.__init__(
-            self, f"history of {task_id!r}: expected version {expected}, got {got}"
-        )
+        Exception.__init__(self, f"history of {task_id!r}: expected version {expected}, got {got}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -65,7 +65,9 @@ def check_json_text(text: str, what: str) -> None:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            raise PayloadError(what, "contains a lone surrogate, which is not valid UTF-8") from None
+            raise PayloadError(
+                what, "contains a lone surrogate, which is not valid UTF-8"
+            ) from None
 
 
 def load_json(text: str) -> Any:

@@ -57,10 +57,7 @@ class Progress:
 
     def render(self) -> str:
         done = _number(self.done)
-        if self.total is None:
-            text = done
-        else:
-            text = f"{done}/{_number(self.total)}"
+        text = done if self.total is None else f"{done}/{_number(self.total)}"
         return f"{text} {self.unit}" if self.unit else text
 
 

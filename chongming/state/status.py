@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["TaskStatus", "ACTIVE_STATUSES", "CARRIER_STATUSES", "TERMINAL_STATUSES"]
+__all__ = ["ACTIVE_STATUSES", "CARRIER_STATUSES", "TERMINAL_STATUSES", "TaskStatus"]
 
 
 class TaskStatus(enum.StrEnum):

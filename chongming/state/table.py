@@ -17,9 +17,7 @@ TRANSITIONS: Mapping[TaskStatus, frozenset[TaskStatus]] = MappingProxyType(
         _S.PENDING: frozenset({_S.QUEUED, _S.BLOCKED, _S.STOPPED, _S.CANCELLED}),
         _S.BLOCKED: frozenset({_S.QUEUED, _S.SKIPPED, _S.CANCELLED, _S.STOPPED}),
         _S.QUEUED: frozenset({_S.STARTING, _S.STOPPED, _S.CANCELLED, _S.FAILED}),
-        _S.STARTING: frozenset(
-            {_S.RUNNING, _S.FAILED, _S.RETRY_WAIT, _S.STOPPING, _S.LOST}
-        ),
+        _S.STARTING: frozenset({_S.RUNNING, _S.FAILED, _S.RETRY_WAIT, _S.STOPPING, _S.LOST}),
         _S.RUNNING: frozenset(
             {_S.SUCCEEDED, _S.FAILED, _S.RETRY_WAIT, _S.PAUSING, _S.STOPPING, _S.LOST}
         ),

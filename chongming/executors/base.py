@@ -1,0 +1,70 @@
+"""The executor port: how a *sync* task function is carried.
+
+``async def`` tasks never go through an executor; they run on the loop. An
+executor declares how it honours a forced stop, because that decides what
+the runtime may truthfully record:
+
+- ``StopSemantics.ABANDON``: the carrier cannot be killed (a thread). After the
+  stop grace window the runtime stops waiting and records ``lost``.
+- ``StopSemantics.KILL``: the carrier is really ended (a process). The task is
+  ``stopped`` once the executor confirms the kill.
+- ``StopSemantics.NONE``: the call runs on the loop thread; nothing can
+  interrupt it, and no control request can even arrive while it runs.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Callable
+from typing import Any
+
+from chongming.task.context import TaskContext
+from chongming.task.signals import CarrierKind
+
+__all__ = ["Executor", "StopSemantics", "ThreadBaseException"]
+
+
+class StopSemantics(enum.Enum):
+    ABANDON = "abandon"
+    KILL = "kill"
+    NONE = "none"
+
+
+class ThreadBaseException(Exception):
+    """A ``BaseException`` such as ``SystemExit`` raised by task code in a carrier.
+
+    It is turned into an ordinary failure so it can neither kill the worker
+    nor unwind the event loop.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        self.original_type = type(original).__name__
+        super().__init__(f"{self.original_type}: {original}")
+
+
+class Executor(abc.ABC):
+    """Runs a sync task function and returns its result (or raises its exception)."""
+
+    carrier: CarrierKind
+    stop_semantics: StopSemantics
+
+    @abc.abstractmethod
+    async def run(
+        self,
+        fn: Callable[..., Any],
+        context: TaskContext,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Call ``fn(context, *args, **kwargs)`` on the carrier.
+
+        Cancellation: what happens to the carrier when this coroutine is
+        cancelled is the executor's ``stop_semantics``.
+        """
+
+    async def aclose(self) -> None:
+        """Release the executor's resources. Idempotent."""
+
+    def check_target(self, fn: Callable[..., Any]) -> None:
+        """Reject at submit time a function this executor cannot carry."""

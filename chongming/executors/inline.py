@@ -1,0 +1,43 @@
+"""Sync task functions called directly on the event-loop thread.
+
+For tests and trivial work only: while the function runs, the loop runs
+nothing else. Stop semantics: none — no request can arrive while the call
+runs; a stop requested before it starts is honoured at its first checkpoint.
+Pause cannot be honoured (a checkpoint on the loop thread must not block), so
+``pause()`` rolls back and returns ``False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chongming.executors.base import Executor, StopSemantics, ThreadBaseException
+from chongming.task.context import TaskContext
+from chongming.task.signals import CarrierKind
+
+__all__ = ["InlineExecutor"]
+
+
+class InlineExecutor(Executor):
+    carrier = CarrierKind.INLINE
+    stop_semantics = StopSemantics.NONE
+
+    async def run(
+        self,
+        fn: Callable[..., Any],
+        context: TaskContext,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        try:
+            return fn(context, *args, **kwargs)
+        except Exception:
+            raise
+        except KeyboardInterrupt:
+            raise  # the operator pressed Ctrl-C on this very thread
+        except BaseException as error:  # SystemExit, GeneratorExit from task code
+            raise ThreadBaseException(error) from error
+
+    def __repr__(self) -> str:
+        return "InlineExecutor()"

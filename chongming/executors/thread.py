@@ -1,0 +1,64 @@
+"""Sync task functions in worker threads.
+
+Stop semantics: a thread cannot be killed. A stop request makes the next
+``ctx.checkpoint()`` raise :class:`TaskCancelled`; if the thread has not ended
+when the grace window runs out, the runtime abandons it and records ``lost``
+(the thread may still be producing side effects — the runtime will not claim
+it stopped). Threads share memory, so closures, pools and loaded models can
+be used freely and nothing needs to be picklable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from chongming.errors import ConfigurationError
+from chongming.executors.base import Executor, StopSemantics, ThreadBaseException
+from chongming.task.context import TaskContext
+from chongming.task.signals import CarrierKind
+
+__all__ = ["ThreadExecutor"]
+
+
+class ThreadExecutor(Executor):
+    """Worker threads bounded by an anyio capacity limiter (``max_workers``)."""
+
+    carrier = CarrierKind.THREAD
+    stop_semantics = StopSemantics.ABANDON
+
+    def __init__(self, max_workers: int = 40) -> None:
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+            raise ConfigurationError(f"max_workers must be an int >= 1, got {max_workers!r}")
+        self.max_workers = max_workers
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    async def run(
+        self,
+        fn: Callable[..., Any],
+        context: TaskContext,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.max_workers)
+        return await anyio.to_thread.run_sync(
+            _call, fn, context, args, kwargs, abandon_on_cancel=True, limiter=self._limiter
+        )
+
+    def __repr__(self) -> str:
+        return f"ThreadExecutor(max_workers={self.max_workers})"
+
+
+def _call(
+    fn: Callable[..., Any], context: TaskContext, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    try:
+        return fn(context, *args, **kwargs)
+    except Exception:
+        raise
+    except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit
+        raise ThreadBaseException(error) from error

@@ -1,0 +1,50 @@
+"""Run one function under the runtime, without a controller."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chongming.clock import Clock
+from chongming.policies.retry import RetryPolicy
+from chongming.policies.timeout import Timeout
+from chongming.policies.windows import ControlWindows
+from chongming.run.outcome import Outcome
+from chongming.run.task_run import TaskRun
+
+__all__ = ["run_task"]
+
+
+async def run_task(
+    fn: Callable[..., Any],
+    *args: Any,
+    task_id: str | None = None,
+    label: str | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: Timeout | None = None,
+    executor: object = None,
+    windows: ControlWindows | None = None,
+    clock: Clock | None = None,
+    artifact_root: Path | None = None,
+    **kwargs: Any,
+) -> Outcome:
+    """Run ``fn(ctx, *args, **kwargs)`` with retries and timeouts; return its outcome.
+
+    Cancellation: cancelling the caller stops the task (cooperatively, then
+    as its carrier allows) before the cancellation propagates.
+    """
+    async with TaskRun(
+        fn,
+        args,
+        kwargs,
+        task_id=task_id,
+        label=label,
+        retry=retry,
+        timeout=timeout,
+        executor=executor,
+        windows=windows,
+        clock=clock,
+        artifact_root=artifact_root,
+    ) as run:
+        return await run.wait()

@@ -1,0 +1,126 @@
+"""Judging how an attempt ended: a pure function, tested without a loop.
+
+The inputs are facts (did the call return, what did it raise, what did the
+runtime force, can the carrier be killed); the output says what may be
+truthfully recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from chongming.errors import TaskCancelled
+from chongming.executors.base import StopSemantics, ThreadBaseException
+from chongming.state.records import Failure, FailureKind, JsonValue
+
+__all__ = ["Force", "ForceKind", "Verdict", "VerdictKind", "judge"]
+
+
+class ForceKind(enum.Enum):
+    STOP = "stop"  # a person asked and the grace window ran out
+    TIMEOUT = "timeout"  # per-attempt or idle timeout
+    SHUTDOWN = "shutdown"  # the host is closing and cancelled the driver
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Force:
+    """Something the runtime did to end an attempt early."""
+
+    kind: ForceKind
+    timeout_kind: FailureKind | None = None
+    cancelled: bool = False  # the carrier was cancelled (not just asked)
+
+
+class VerdictKind(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    kind: VerdictKind
+    value: JsonValue = None
+    failure: Failure | None = None
+    error: BaseException | None = None
+
+
+def judge(
+    *,
+    returned: bool,
+    value: JsonValue = None,
+    error: BaseException | None = None,
+    cancelled: bool = False,
+    force: Force | None,
+    stop_requested: bool,
+    stop_semantics: StopSemantics | None,
+) -> Verdict:
+    """Decide what happened to one attempt.
+
+    ``stop_semantics`` is ``None`` for coroutines (cancellable at an await).
+    """
+    if cancelled:
+        # The carrier was interrupted by us; whether it really ended depends on it.
+        if stop_semantics is StopSemantics.ABANDON:
+            reason = (
+                "the thread did not stop within its grace window and was abandoned; "
+                "it may still be running"
+            )
+            if force is not None and force.kind is ForceKind.TIMEOUT:
+                reason = f"timed out ({_kind_text(force)}) and " + reason
+            return Verdict(kind=VerdictKind.LOST, failure=_lost(reason))
+        if force is not None and force.kind is ForceKind.TIMEOUT:
+            return Verdict(kind=VerdictKind.FAILED, failure=_timeout(force))
+        return Verdict(kind=VerdictKind.STOPPED)
+    if returned:
+        if force is not None and force.cancelled:
+            if force.kind is ForceKind.TIMEOUT:
+                failure = _timeout(force, "; it swallowed the cancellation, its result is dropped")
+                return Verdict(kind=VerdictKind.FAILED, failure=failure)
+            return Verdict(
+                kind=VerdictKind.LOST,
+                failure=_lost(
+                    "the coroutine swallowed its cancellation and returned; its work may be partial"
+                ),
+            )
+        return Verdict(kind=VerdictKind.SUCCEEDED, value=value)
+    assert error is not None
+    if isinstance(error, TaskCancelled) and stop_requested:
+        if force is not None and force.kind is ForceKind.TIMEOUT:
+            return Verdict(kind=VerdictKind.FAILED, failure=_timeout(force))
+        return Verdict(kind=VerdictKind.STOPPED)
+    if isinstance(error, ThreadBaseException):
+        exception_type = error.original_type
+    else:
+        exception_type = type(error).__name__
+    failure = Failure(
+        kind=FailureKind.EXCEPTION,
+        message=_message(error),
+        exception_type=exception_type,
+        retryable=not isinstance(error, ThreadBaseException),
+    )
+    return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
+
+
+def _timeout(force: Force, suffix: str = "") -> Failure:
+    return Failure(
+        kind=force.timeout_kind or FailureKind.TIMEOUT_ATTEMPT,
+        message=f"attempt timed out ({_kind_text(force)}){suffix}",
+        retryable=True,
+    )
+
+
+def _lost(reason: str) -> Failure:
+    return Failure(kind=FailureKind.LOST, message=reason, retryable=False)
+
+
+def _kind_text(force: Force) -> str:
+    kind = force.timeout_kind or FailureKind.TIMEOUT_ATTEMPT
+    return "idle: no checkpoint" if kind is FailureKind.TIMEOUT_IDLE else "per attempt"
+
+
+def _message(error: BaseException) -> str:
+    text = str(error)
+    return text if len(text) <= 2000 else text[:2000] + "…"

@@ -1,0 +1,31 @@
+"""The audit vocabulary: every transition names what caused it (``component:event``)."""
+
+from __future__ import annotations
+
+__all__ = ["Trigger"]
+
+
+class Trigger:
+    DEPENDENCIES_RESOLVED = "orchestrator:dependencies_resolved"
+    WAITING_FOR_DEPENDENCIES = "orchestrator:waiting_for_dependencies"
+    UPSTREAM_FAILED = "orchestrator:upstream_not_succeeded"
+    FAIL_FAST = "orchestrator:fail_fast"
+    PIPELINE_CANCELLED = "orchestrator:pipeline_cancelled"
+    DISPATCH = "scheduler:dispatch"
+    START_TIMEOUT = "scheduler:start_timeout"
+    LAUNCHED = "executor:launched"
+    COMPLETED = "executor:completed"
+    FAILED = "executor:failed"
+    RESULT_INVALID = "executor:result_invalid"
+    USER_STOP = "user:stop"
+    USER_PAUSE = "user:pause"
+    USER_RESUME = "user:resume"
+    STOP_CONFIRMED = "runtime:stop_confirmed"
+    STOP_ABANDONED = "runtime:stop_abandoned"
+    TIMEOUT_ABANDONED = "runtime:timeout_abandoned"
+    PAUSE_REACHED = "runtime:pause_reached"
+    PAUSE_NOT_REACHED = "runtime:pause_not_reached"
+    RETRY_SCHEDULED = "runtime:retry_scheduled"
+    RETRY_DUE = "runtime:retry_due"
+    SHUTDOWN = "runtime:shutdown"
+    LEASE_EXPIRED = "reconcile:lease_expired"

@@ -1,0 +1,252 @@
+"""``TaskContext``: the one door between a running task and the runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import re
+from collections.abc import Callable, Generator, Mapping
+from pathlib import Path
+from typing import Any
+
+from chongming.errors import CheckpointMisuse, PayloadError, TaskCancelled
+from chongming.state.payload import check_json_value
+from chongming.state.records import JsonValue, Progress
+from chongming.task.signals import AttemptSignals, CarrierKind
+
+__all__ = ["Checkpoint", "TaskContext"]
+
+_TASK_LOGGER = logging.getLogger("chongming.task")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class Checkpoint:
+    """What ``ctx.checkpoint()`` returns.
+
+    In a coroutine task it must be awaited; everywhere else the checkpoint has
+    already happened and awaiting the result is a mistake that gets a clear
+    error instead of a confusing one.
+    """
+
+    __slots__ = ("_context", "_done")
+
+    def __init__(self, context: TaskContext | None) -> None:
+        self._context = context
+        self._done = context is None
+
+    def __await__(self) -> Generator[Any, None, None]:
+        context = self._context
+        if context is None:
+            raise CheckpointMisuse(
+                "this task runs synchronously (in a worker thread or inline); "
+                "call ctx.checkpoint() without await"
+            )
+        self._done = True
+        context._unawaited = None
+        return context._checkpoint_on_loop().__await__()
+
+
+_COMPLETED = Checkpoint(None)
+
+
+class TaskContext:
+    """Passed as the first argument to every task function.
+
+    Call ``ctx.checkpoint()`` often: it is where stop and pause take effect
+    and it refreshes the heartbeat that the idle timeout watches. In an
+    ``async def`` task write ``await ctx.checkpoint()``; in a sync task just
+    ``ctx.checkpoint()``.
+    """
+
+    __slots__ = (
+        "_artifact_dir",
+        "_artifact_root",
+        "_logger",
+        "_on_progress",
+        "_signals",
+        "_unawaited",
+        "attempt",
+        "name",
+        "task_id",
+        "upstream",
+    )
+
+    def __init__(
+        self,
+        *,
+        task_id: str,
+        name: str,
+        attempt: int,
+        signals: AttemptSignals,
+        artifact_root: Path,
+        on_progress: Callable[[Progress], None],
+        upstream: Mapping[str, JsonValue] | None = None,
+    ) -> None:
+        self.task_id = task_id
+        self.name = name
+        self.attempt = attempt
+        self.upstream: Mapping[str, JsonValue] = upstream or {}
+        self._signals = signals
+        self._artifact_root = artifact_root
+        self._artifact_dir: Path | None = None
+        self._on_progress = on_progress
+        self._logger: logging.Logger | None = None
+        self._unawaited: Checkpoint | None = None
+
+    # -- control ---------------------------------------------------------------
+
+    @property
+    def is_stop_requested(self) -> bool:
+        return self._signals.stop_requested
+
+    @property
+    def is_pause_requested(self) -> bool:
+        return self._signals.pause_requested
+
+    @property
+    def heartbeat(self) -> float:
+        """Monotonic time of the last checkpoint (what the idle timeout measures)."""
+        return self._signals.heartbeat
+
+    def checkpoint(self) -> Checkpoint:
+        """Honour stop and pause requests and refresh the heartbeat.
+
+        Raises :class:`TaskCancelled` once a stop was requested. In a thread
+        task it blocks while the task is paused; in a coroutine task the
+        returned object must be awaited.
+        """
+        signals = self._signals
+        if signals.carrier is CarrierKind.COROUTINE:
+            if self._unawaited is not None:
+                raise self.misuse_error()
+            checkpoint = Checkpoint(self)
+            self._unawaited = checkpoint
+            return checkpoint
+        if signals.carrier is not CarrierKind.INLINE and _on_loop_thread():
+            raise CheckpointMisuse(
+                "ctx.checkpoint() of a thread task was called on the event-loop thread; "
+                "call it from the task function itself"
+            )
+        signals.beat()
+        if signals.stop_requested:
+            raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
+        if signals.pause_requested and signals.carrier is CarrierKind.THREAD:
+            signals.hold_in_thread()
+            signals.beat()
+            if signals.stop_requested:
+                raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
+        return _COMPLETED
+
+    async def _checkpoint_on_loop(self) -> None:
+        signals = self._signals
+        signals.beat()
+        if signals.stop_requested:
+            raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
+        if signals.pause_requested:
+            await signals.hold_on_loop()
+            signals.beat()
+            if signals.stop_requested:
+                raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
+        else:
+            await asyncio.sleep(0)
+
+    def misuse_error(self) -> CheckpointMisuse:
+        return CheckpointMisuse(
+            f"task {self.task_id!r} is an async def task: ctx.checkpoint() returned an "
+            "awaitable that was never awaited; write `await ctx.checkpoint()`"
+        )
+
+    @property
+    def has_unawaited_checkpoint(self) -> bool:
+        return self._unawaited is not None
+
+    # -- reporting -------------------------------------------------------------
+
+    def progress(
+        self,
+        done: float,
+        *,
+        total: float | None = None,
+        unit: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Report how far the task got. Does not refresh the heartbeat."""
+        if self._unawaited is not None:
+            raise self.misuse_error()
+        _check_number("progress done", done)
+        if total is not None:
+            _check_number("progress total", total)
+        for what, text in (("progress unit", unit), ("progress message", message)):
+            if text is not None:
+                if not isinstance(text, str):
+                    raise PayloadError(what, f"must be a string, got {type(text).__name__}")
+                check_json_value(text, what)
+        self._on_progress(Progress(done=done, total=total, unit=unit, message=message))
+
+    @property
+    def logger(self) -> logging.Logger:
+        """A logger named ``chongming.task.<task_id>`` (a child of ``chongming.task``).
+
+        It is built outside logging's global registry so that millions of task
+        ids do not pile up there; configure handlers and levels on
+        ``chongming.task``.
+        """
+        if self._logger is None:
+            logger = logging.Logger(f"chongming.task.{self.task_id}")
+            logger.parent = _TASK_LOGGER
+            logger.level = logging.NOTSET
+            self._logger = logger
+        return self._logger
+
+    def log(self, message: str, *args: object) -> None:
+        self.logger.info(message, *args)
+
+    def warning(self, message: str, *args: object) -> None:
+        self.logger.warning(message, *args)
+
+    def error(self, message: str, *args: object) -> None:
+        self.logger.error(message, *args)
+
+    def input(self, node_id: str, default: JsonValue = None) -> JsonValue:
+        """The result of a succeeded upstream pipeline node, or ``default``."""
+        return self.upstream.get(node_id, default)
+
+    # -- artifacts -------------------------------------------------------------
+
+    @property
+    def artifact_dir(self) -> Path:
+        """A directory of this attempt's own, created on first access.
+
+        A retry gets a fresh directory, so a failed attempt's leftovers never
+        leak into the next one.
+        """
+        if self._artifact_dir is None:
+            path = self._artifact_root / _safe_name(self.task_id) / f"attempt-{self.attempt}"
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._artifact_dir = path
+        return self._artifact_dir
+
+
+def _safe_name(task_id: str) -> str:
+    cleaned = _UNSAFE.sub("_", task_id)[:80]
+    if cleaned == task_id:
+        return cleaned
+    digest = hashlib.blake2b(task_id.encode(), digest_size=6).hexdigest()
+    return f"{cleaned}-{digest}"
+
+
+def _check_number(what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PayloadError(what, f"must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise PayloadError(what, "must be a finite number >= 0")
+
+
+def _on_loop_thread() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -1,0 +1,111 @@
+"""The control block shared by one attempt and the runtime driving it.
+
+The runtime writes the request flags on the event-loop thread; the task reads
+them at its checkpoints, on the loop (coroutines, inline) or from a worker
+thread. Plain attribute reads and writes are atomic in CPython, so the flags
+need no lock; waiting uses a ``threading.Event`` for threads and an
+``asyncio.Event`` for coroutines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["AttemptSignals", "CarrierKind"]
+
+
+class CarrierKind(enum.Enum):
+    """What carries the attempt, which decides the checkpoint flavour."""
+
+    COROUTINE = "coroutine"  # async def on the loop: ``await ctx.checkpoint()``
+    THREAD = "thread"  # sync function in a worker thread: ``ctx.checkpoint()``
+    INLINE = "inline"  # sync function on the loop thread: cannot block to pause
+    PROCESS = "process"  # sync function in a child process
+
+
+class AttemptSignals:
+    """Requests from the runtime, heartbeats and pause receipts from the task."""
+
+    __slots__ = (
+        "_async_gate",
+        "_loop",
+        "_on_pause_reached",
+        "_thread_gate",
+        "carrier",
+        "heartbeat",
+        "pause_requested",
+        "stop_requested",
+    )
+
+    def __init__(
+        self,
+        carrier: CarrierKind,
+        loop: asyncio.AbstractEventLoop,
+        on_pause_reached: Callable[[], None],
+    ) -> None:
+        self.carrier = carrier
+        self.stop_requested = False
+        self.pause_requested = False
+        self.heartbeat = time.monotonic()
+        self._loop = loop
+        self._on_pause_reached = on_pause_reached
+        self._thread_gate: threading.Event | None = None
+        self._async_gate: asyncio.Event | None = None
+        if carrier is CarrierKind.THREAD:
+            self._thread_gate = threading.Event()
+            self._thread_gate.set()
+        elif carrier is CarrierKind.COROUTINE:
+            self._async_gate = asyncio.Event()
+            self._async_gate.set()
+
+    # -- runtime side (event-loop thread) --------------------------------------
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+        self._open_gate()
+
+    def request_pause(self) -> None:
+        if self._thread_gate is not None:
+            self._thread_gate.clear()
+        if self._async_gate is not None:
+            self._async_gate.clear()
+        self.pause_requested = True
+
+    def withdraw_pause(self) -> None:
+        """Resume, or roll back a pause that was not reached."""
+        self.pause_requested = False
+        self._open_gate()
+
+    def _open_gate(self) -> None:
+        if self._thread_gate is not None:
+            self._thread_gate.set()
+        if self._async_gate is not None:
+            self._async_gate.set()
+
+    # -- task side -------------------------------------------------------------
+
+    def beat(self) -> None:
+        self.heartbeat = time.monotonic()
+
+    def hold_in_thread(self) -> None:
+        """Block the worker thread while paused (called at a checkpoint)."""
+        gate = self._thread_gate
+        if gate is None:
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._on_pause_reached)
+        except RuntimeError:
+            return  # the loop is closed: nobody will ever resume us
+        gate.wait()
+
+    async def hold_on_loop(self) -> None:
+        """Suspend the coroutine while paused (called at a checkpoint)."""
+        gate = self._async_gate
+        if gate is None:
+            return
+        self._on_pause_reached()
+        await gate.wait()

@@ -1,0 +1,171 @@
+"""The ``@task`` decorator: a spec attached to a function, nothing global."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Collection
+from typing import Any, Literal, TypeVar, overload
+
+from chongming.errors import ConfigurationError
+from chongming.policies.retry import RetryPolicy
+from chongming.policies.timeout import Timeout
+
+__all__ = ["SPEC_ATTRIBUTE", "ExecutorChoice", "TaskSpec", "spec_for", "task"]
+
+SPEC_ATTRIBUTE = "__chongming_task__"
+
+#: Which executor runs a sync function: a name or an executor instance.
+ExecutorChoice = Literal["thread", "inline", "process"] | Any
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TaskSpec:
+    """Everything the runtime needs to know about a task function."""
+
+    fn: Callable[..., Any]
+    name: str
+    tags: frozenset[str] = frozenset()
+    retry: RetryPolicy | None = None
+    timeout: Timeout | None = None
+    executor: ExecutorChoice | None = None
+    priority: int = 0
+    is_coroutine: bool = False
+    signature: inspect.Signature | None = dataclasses.field(default=None, compare=False)
+
+    def bind_check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Fail now, with the reason, if the arguments cannot be passed to the function."""
+        if self.signature is None:
+            return
+        try:
+            self.signature.bind(None, *args, **kwargs)
+        except TypeError as error:
+            raise ConfigurationError(
+                f"arguments do not fit task {self.name!r}{self.signature}: {error}"
+            ) from None
+
+
+def build_spec(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    tags: Collection[str] = (),
+    retry: RetryPolicy | None = None,
+    timeout: Timeout | None = None,
+    executor: ExecutorChoice | None = None,
+    priority: int = 0,
+) -> TaskSpec:
+    if not callable(fn):
+        raise ConfigurationError(f"a task must be callable, got {type(fn).__name__}")
+    if isinstance(tags, str):
+        raise ConfigurationError("tags must be a collection of strings, not a single string")
+    tag_set = frozenset(tags)
+    for tag in tag_set:
+        if not isinstance(tag, str) or not tag:
+            raise ConfigurationError(f"tags must be non-empty strings, got {tag!r}")
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise ConfigurationError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+    if timeout is not None and not isinstance(timeout, Timeout):
+        raise ConfigurationError(f"timeout must be a Timeout, got {type(timeout).__name__}")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ConfigurationError(f"priority must be an int, got {priority!r}")
+    signature = _signature(fn)
+    is_coroutine = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+    if is_coroutine and executor is not None:
+        raise ConfigurationError(
+            "async def tasks run on the event loop; executor= only applies to sync functions"
+        )
+    return TaskSpec(
+        fn=fn,
+        name=name or str(getattr(fn, "__name__", type(fn).__name__)),
+        tags=tag_set,
+        retry=retry,
+        timeout=timeout,
+        executor=executor,
+        priority=priority,
+        is_coroutine=is_coroutine,
+        signature=signature,
+    )
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None  # builtins without introspection: trust the caller
+    params = list(signature.parameters.values())
+    takes_context = bool(params) and params[0].kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+    )
+    if not takes_context:
+        name = getattr(fn, "__name__", repr(fn))
+        raise ConfigurationError(
+            f"task function {name}{signature} takes no context parameter; "
+            f"write it as `def {name}(ctx, ...)` — the TaskContext is passed first"
+        )
+    return signature
+
+
+def spec_for(fn: Callable[..., Any]) -> TaskSpec:
+    """The spec ``@task`` attached, or a default one for a plain function."""
+    spec = getattr(fn, SPEC_ATTRIBUTE, None)
+    if isinstance(spec, TaskSpec):
+        return spec
+    return build_spec(fn)
+
+
+@overload
+def task(fn: F, /) -> F: ...
+
+
+@overload
+def task(
+    *,
+    name: str | None = None,
+    tags: Collection[str] = (),
+    retry: RetryPolicy | None = None,
+    timeout: Timeout | None = None,
+    executor: ExecutorChoice | None = None,
+    priority: int = 0,
+) -> Callable[[F], F]: ...
+
+
+def task(
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    tags: Collection[str] = (),
+    retry: RetryPolicy | None = None,
+    timeout: Timeout | None = None,
+    executor: ExecutorChoice | None = None,
+    priority: int = 0,
+) -> F | Callable[[F], F]:
+    """Attach a :class:`TaskSpec` to a function and return the function unchanged.
+
+    There is no global registry: importing a module that uses ``@task``
+    registers nothing. A controller registers what it is given.
+    """
+
+    def decorate(target: F) -> F:
+        spec = build_spec(
+            target,
+            name=name,
+            tags=tags,
+            retry=retry,
+            timeout=timeout,
+            executor=executor,
+            priority=priority,
+        )
+        setattr(target, SPEC_ATTRIBUTE, spec)
+        return target
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
