@@ -1,1 +1,100 @@
-"""chongming: an asyncio-native task runtime with auditable trajectories."""
+"""chongming: an asyncio-native task runtime with auditable trajectories.
+
+``__all__`` is the supported surface. Backends that need optional drivers
+(``PostgresTaskStore``) are imported on first use, so ``import chongming``
+never needs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from chongming.errors import ChongmingError as ChongmingError
+from chongming.errors import CheckpointMisuse as CheckpointMisuse
+from chongming.errors import ConfigurationError as ConfigurationError
+from chongming.errors import ControllerClosed as ControllerClosed
+from chongming.errors import DuplicateTask as DuplicateTask
+from chongming.errors import DuplicateTaskId as DuplicateTaskId
+from chongming.errors import InvalidTransition as InvalidTransition
+from chongming.errors import PayloadError as PayloadError
+from chongming.errors import SchemaError as SchemaError
+from chongming.errors import StoreBusy as StoreBusy
+from chongming.errors import StoreClosed as StoreClosed
+from chongming.errors import StoreError as StoreError
+from chongming.errors import StoreFull as StoreFull
+from chongming.errors import StoreUnavailable as StoreUnavailable
+from chongming.errors import TaskCancelled as TaskCancelled
+from chongming.errors import TaskNotFound as TaskNotFound
+from chongming.errors import UnknownTask as UnknownTask
+from chongming.errors import VersionConflict as VersionConflict
+from chongming.executors import Executor as Executor
+from chongming.executors import InlineExecutor as InlineExecutor
+from chongming.executors import ThreadExecutor as ThreadExecutor
+from chongming.policies import ControlWindows as ControlWindows
+from chongming.policies import ExponentialBackoff as ExponentialBackoff
+from chongming.policies import RetryPolicy as RetryPolicy
+from chongming.policies import Timeout as Timeout
+from chongming.run import Outcome as Outcome
+from chongming.run import TaskRun as TaskRun
+from chongming.run import run_task as run_task
+from chongming.state import Failure as Failure
+from chongming.state import FailureKind as FailureKind
+from chongming.state import Progress as Progress
+from chongming.state import TaskQuery as TaskQuery
+from chongming.state import TaskSnapshot as TaskSnapshot
+from chongming.state import TaskStatus as TaskStatus
+from chongming.state import Transition as Transition
+from chongming.task_api import TaskContext as TaskContext
+from chongming.task_api import task as task
+
+if TYPE_CHECKING:
+    from chongming.stores.postgres import PostgresTaskStore as PostgresTaskStore
+
+__all__ = [
+    "CheckpointMisuse",
+    "ChongmingError",
+    "ConfigurationError",
+    "ControlWindows",
+    "ControllerClosed",
+    "DuplicateTask",
+    "DuplicateTaskId",
+    "Executor",
+    "ExponentialBackoff",
+    "Failure",
+    "FailureKind",
+    "InlineExecutor",
+    "InvalidTransition",
+    "Outcome",
+    "PayloadError",
+    "PostgresTaskStore",
+    "Progress",
+    "RetryPolicy",
+    "SchemaError",
+    "StoreBusy",
+    "StoreClosed",
+    "StoreError",
+    "StoreFull",
+    "StoreUnavailable",
+    "TaskCancelled",
+    "TaskContext",
+    "TaskNotFound",
+    "TaskQuery",
+    "TaskRun",
+    "TaskSnapshot",
+    "TaskStatus",
+    "ThreadExecutor",
+    "Timeout",
+    "Transition",
+    "UnknownTask",
+    "VersionConflict",
+    "run_task",
+    "task",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresTaskStore":
+        from chongming.stores.postgres import PostgresTaskStore
+
+        return PostgresTaskStore
+    raise AttributeError(f"module 'chongming' has no attribute {name!r}")

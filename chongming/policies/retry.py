@@ -90,7 +90,7 @@ class RetryPolicy:
 
     def is_retryable(self, failure: Failure, error: BaseException | None) -> bool:
         """Whether this failure kind (and exception) may earn another attempt at all."""
-        if failure.kind in _NEVER_RETRIED:
+        if failure.kind in _NEVER_RETRIED or not failure.retryable:
             return False
         if failure.kind in (
             FailureKind.TIMEOUT_ATTEMPT,

@@ -13,8 +13,8 @@ from chongming.executors.base import Executor, StopSemantics
 from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge
 from chongming.state.payload import check_json_value
 from chongming.state.records import Failure, FailureKind, JsonValue
-from chongming.task.context import TaskContext
-from chongming.task.signals import AttemptSignals, CarrierKind
+from chongming.task_api.context import TaskContext
+from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 if TYPE_CHECKING:
     from chongming.run.task_run import TaskRun

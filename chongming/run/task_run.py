@@ -31,7 +31,7 @@ from chongming.state.records import Transition as TransitionRecord
 from chongming.state.status import TaskStatus
 from chongming.state.table import TRANSITIONS
 from chongming.state.triggers import Trigger
-from chongming.task.spec import TaskSpec, spec_for
+from chongming.task_api.spec import TaskSpec, spec_for
 
 __all__ = ["TaskRun", "default_artifact_root", "new_task_id"]
 

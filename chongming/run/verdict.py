@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from chongming.errors import TaskCancelled
+from chongming.errors import CheckpointMisuse, TaskCancelled
 from chongming.executors.base import StopSemantics, ThreadBaseException
 from chongming.state.records import Failure, FailureKind, JsonValue
 
@@ -99,7 +99,8 @@ def judge(
         kind=FailureKind.EXCEPTION,
         message=_message(error),
         exception_type=exception_type,
-        retryable=not isinstance(error, ThreadBaseException),
+        # A carrier-killing BaseException or a misuse of the API will not get better.
+        retryable=not isinstance(error, ThreadBaseException | CheckpointMisuse),
     )
     return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
 

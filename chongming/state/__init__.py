@@ -21,3 +21,4 @@ from chongming.state.table import TRANSITIONS as TRANSITIONS
 from chongming.state.table import check_transition as check_transition
 from chongming.state.table import is_allowed as is_allowed
 from chongming.state.triggers import Trigger as Trigger
+from chongming.state.audit import audit_history as audit_history

@@ -7,6 +7,7 @@ import hashlib
 import logging
 import math
 import re
+import threading
 from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from chongming.errors import CheckpointMisuse, PayloadError, TaskCancelled
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
-from chongming.task.signals import AttemptSignals, CarrierKind
+from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 __all__ = ["Checkpoint", "TaskContext"]
 
@@ -124,7 +125,10 @@ class TaskContext:
             checkpoint = Checkpoint(self)
             self._unawaited = checkpoint
             return checkpoint
-        if signals.carrier is not CarrierKind.INLINE and _on_loop_thread():
+        if (
+            signals.carrier is not CarrierKind.INLINE
+            and threading.get_ident() == signals.loop_thread
+        ):
             raise CheckpointMisuse(
                 "ctx.checkpoint() of a thread task was called on the event-loop thread; "
                 "call it from the task function itself"
@@ -242,11 +246,3 @@ def _check_number(what: str, value: object) -> None:
         raise PayloadError(what, f"must be a number, got {type(value).__name__}")
     if not math.isfinite(value) or value < 0:
         raise PayloadError(what, "must be a finite number >= 0")
-
-
-def _on_loop_thread() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True

@@ -37,6 +37,7 @@ class AttemptSignals:
         "_thread_gate",
         "carrier",
         "heartbeat",
+        "loop_thread",
         "pause_requested",
         "stop_requested",
     )
@@ -52,6 +53,7 @@ class AttemptSignals:
         self.pause_requested = False
         self.heartbeat = time.monotonic()
         self._loop = loop
+        self.loop_thread = threading.get_ident()
         self._on_pause_reached = on_pause_reached
         self._thread_gate: threading.Event | None = None
         self._async_gate: asyncio.Event | None = None

@@ -1,0 +1,305 @@
+"""Stop, pause and resume: every answer is the truth about the task."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from chongming import (
+    ControlWindows,
+    FailureKind,
+    InlineExecutor,
+    TaskCancelled,
+    TaskRun,
+    TaskStatus,
+)
+from tests.support import assert_sound, trajectory, wait_for, wait_status
+
+S = TaskStatus
+FAST = ControlWindows(stop_grace=0.3, cancel_window=0.3, pause_window=0.5)
+
+
+async def looping(ctx) -> str:  # type: ignore[no-untyped-def]
+    while True:
+        await ctx.checkpoint()
+        await asyncio.sleep(0.001)
+
+
+def looping_thread(ctx) -> str:  # type: ignore[no-untyped-def]
+    while True:
+        ctx.checkpoint()
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("fn", [looping, looping_thread], ids=["coroutine", "thread"])
+async def test_pause_resume_stop_round_trip(fn: object) -> None:
+    async with TaskRun(fn, task_id="job-1", windows=FAST) as run:  # type: ignore[arg-type]
+        await wait_status(run, S.RUNNING)
+        assert await run.pause() is True
+        assert run.status is S.PAUSED
+        assert await run.pause() is True  # already paused: still the truth
+        assert await run.resume() is True
+        assert run.status is S.RUNNING
+        assert await run.stop(reason="release window") is True
+        assert await run.stop() is False  # already stopping
+        outcome = await run.wait(5)
+    assert outcome.status is S.STOPPED
+    assert trajectory(run)[3:] == [
+        ("running", "pausing", "user:pause"),
+        ("pausing", "paused", "runtime:pause_reached"),
+        ("paused", "running", "user:resume"),
+        ("running", "stopping", "user:stop"),
+        ("stopping", "stopped", "runtime:stop_confirmed"),
+    ]
+    stop, confirmed = run.transitions[-2:]
+    assert (stop.actor, stop.reason) == ("user", "release window")
+    assert (confirmed.actor, confirmed.reason) == ("system", "release window")
+    assert_sound(run)
+
+
+async def test_pause_not_reached_rolls_back_and_returns_false(
+    release_threads: list[threading.Event],
+) -> None:
+    busy = threading.Event()
+    release_threads.append(busy)
+
+    def never_checkpoints(ctx) -> str:  # type: ignore[no-untyped-def]
+        busy.wait(5)
+        return "done"
+
+    windows = ControlWindows(stop_grace=1, pause_window=0.1)
+    async with TaskRun(never_checkpoints, windows=windows) as run:
+        await wait_status(run, S.RUNNING)
+        assert await run.pause() is False
+        assert run.status is S.RUNNING
+        busy.set()
+        outcome = await run.wait(5)
+    assert outcome.ok
+    assert trajectory(run)[3:5] == [
+        ("running", "pausing", "user:pause"),
+        ("pausing", "running", "runtime:pause_not_reached"),
+    ]
+
+
+async def test_pause_of_inline_task_cannot_be_honoured() -> None:
+    gate = asyncio.Event()
+
+    def quick(ctx) -> int:  # type: ignore[no-untyped-def]
+        ctx.checkpoint()
+        return 1
+
+    async def coordinator(ctx) -> None:  # type: ignore[no-untyped-def]
+        await gate.wait()
+
+    # An inline task never yields, so no request can even reach it mid-call.
+    async with TaskRun(quick, executor=InlineExecutor(), windows=FAST) as run:
+        outcome = await run.wait(5)
+    assert outcome.ok
+    assert await run.pause() is False
+    _ = coordinator
+
+
+async def test_control_of_a_finished_task_returns_false() -> None:
+    async with TaskRun(looping, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+        await run.stop()
+        await run.wait(5)
+    version = run.status_version
+    assert await run.stop() is False
+    assert await run.pause() is False
+    assert await run.resume() is False
+    assert run.status_version == version
+
+
+async def test_resume_of_a_running_task_returns_false() -> None:
+    async with TaskRun(looping, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+        assert await run.resume() is False
+        await run.stop()
+
+
+async def test_unstoppable_thread_ends_lost(release_threads: list[threading.Event]) -> None:
+    hold = threading.Event()
+    release_threads.append(hold)
+    finished = threading.Event()
+
+    def unstoppable(ctx) -> str:  # type: ignore[no-untyped-def]
+        hold.wait(10)  # never checkpoints
+        finished.set()
+        return "too late"
+
+    async with TaskRun(unstoppable, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+        await run.stop(reason="deploy")
+        outcome = await run.wait(5)
+    assert outcome.status is S.LOST
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.LOST
+    assert "abandoned" in outcome.failure.message
+    assert trajectory(run)[-1] == ("stopping", "lost", "runtime:stop_abandoned")
+    hold.set()
+    assert await asyncio.to_thread(finished.wait, 5)
+    assert run.status is S.LOST  # a late end never rewrites the record
+    assert_sound(run)
+
+
+async def test_coroutine_that_ignores_the_request_is_cancelled_then_stopped() -> None:
+    cleaned = asyncio.Event()
+
+    async def no_checkpoints(ctx) -> None:  # type: ignore[no-untyped-def]
+        try:
+            await asyncio.sleep(30)
+        finally:
+            cleaned.set()
+
+    async with TaskRun(no_checkpoints, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+        await run.stop()
+        assert run.status is S.STOPPING
+        outcome = await run.wait(5)
+    assert outcome.status is S.STOPPED
+    assert cleaned.is_set()  # it really ended before it was called stopped
+
+
+async def test_coroutine_that_swallows_cancellation_and_returns_is_lost() -> None:
+    async def swallower(ctx) -> str:  # type: ignore[no-untyped-def]
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass
+        return "pretend"
+
+    async with TaskRun(swallower, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+        await run.stop()
+        outcome = await run.wait(5)
+    assert outcome.status is S.LOST
+    assert outcome.failure is not None
+    assert "swallowed" in outcome.failure.message
+
+
+async def test_coroutine_that_swallows_cancellation_forever_is_lost() -> None:
+    release = asyncio.Event()
+
+    async def stubborn(ctx) -> None:  # type: ignore[no-untyped-def]
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                continue
+
+    async with TaskRun(stubborn, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+        await run.stop()
+        outcome = await run.wait(5)
+        assert outcome.status is S.LOST
+        assert outcome.failure is not None
+        assert "did not end" in outcome.failure.message
+        release.set()
+
+
+async def test_task_that_finishes_while_stopping_reports_what_happened(
+    release_threads: list[threading.Event],
+) -> None:
+    started = threading.Event()
+    proceed = threading.Event()
+    release_threads.append(proceed)
+
+    def finisher(ctx) -> str:  # type: ignore[no-untyped-def]
+        started.set()
+        proceed.wait(5)
+        return "finished anyway"
+
+    async with TaskRun(finisher, windows=ControlWindows(stop_grace=5)) as run:
+        await asyncio.to_thread(started.wait, 5)
+        await run.stop()
+        proceed.set()
+        outcome = await run.wait(5)
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.value == "finished anyway"
+    assert trajectory(run)[-1] == ("stopping", "succeeded", "executor:completed")
+
+
+async def test_task_that_catches_task_cancelled_and_returns_succeeds() -> None:
+    async def catcher(ctx) -> str:  # type: ignore[no-untyped-def]
+        try:
+            while True:
+                await ctx.checkpoint()
+                await asyncio.sleep(0.001)
+        except TaskCancelled:
+            return "cleaned up"
+
+    async with TaskRun(catcher, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+        await run.stop()
+        outcome = await run.wait(5)
+    assert (outcome.status, outcome.value) == (S.SUCCEEDED, "cleaned up")
+
+
+async def test_stop_while_paused(release_threads: list[threading.Event]) -> None:
+    async with TaskRun(looping_thread, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+        assert await run.pause()
+        await run.stop(reason="abort")
+        outcome = await run.wait(5)
+    assert outcome.status is S.STOPPED
+    assert trajectory(run)[-2:] == [
+        ("paused", "stopping", "user:stop"),
+        ("stopping", "stopped", "runtime:stop_confirmed"),
+    ]
+
+
+async def test_stop_while_pausing_settles_the_pause_call(
+    release_threads: list[threading.Event],
+) -> None:
+    hold = threading.Event()
+    release_threads.append(hold)
+
+    def slow_to_checkpoint(ctx) -> None:  # type: ignore[no-untyped-def]
+        hold.wait(5)
+        ctx.checkpoint()
+
+    windows = ControlWindows(stop_grace=5, pause_window=5)
+    async with TaskRun(slow_to_checkpoint, windows=windows) as run:
+        await wait_status(run, S.RUNNING)
+        pause = asyncio.ensure_future(run.pause())
+        await wait_status(run, S.PAUSING)
+        await run.stop()
+        assert await pause is False
+        hold.set()
+        outcome = await run.wait(5)
+    assert outcome.status is S.STOPPED
+
+
+async def test_exiting_the_context_stops_the_task() -> None:
+    async with TaskRun(looping, windows=FAST) as run:
+        await wait_status(run, S.RUNNING)
+    assert run.status is S.STOPPED
+    assert run.transitions[-2].actor == "system"
+
+
+async def test_cancelling_run_task_stops_the_task() -> None:
+    from chongming import run_task
+
+    started = asyncio.Event()
+    ended = asyncio.Event()
+
+    async def job(ctx) -> None:  # type: ignore[no-untyped-def]
+        started.set()
+        try:
+            while True:
+                await ctx.checkpoint()
+                await asyncio.sleep(0.001)
+        finally:
+            ended.set()
+
+    caller = asyncio.ensure_future(run_task(job, windows=FAST))
+    await started.wait()
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert ended.is_set()
+    await wait_for(lambda: not [t for t in asyncio.all_tasks() if "chongming" in t.get_name()])
