@@ -19,8 +19,8 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from chongming.task.context import TaskContext
-from chongming.task.signals import CarrierKind
+from chongming.task_api.context import TaskContext
+from chongming.task_api.signals import CarrierKind
 
 __all__ = ["Executor", "StopSemantics", "ThreadBaseException"]
 

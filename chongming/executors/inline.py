@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.executors.base import Executor, StopSemantics, ThreadBaseException
-from chongming.task.context import TaskContext
-from chongming.task.signals import CarrierKind
+from chongming.task_api.context import TaskContext
+from chongming.task_api.signals import CarrierKind
 
 __all__ = ["InlineExecutor"]
 

@@ -18,8 +18,8 @@ import anyio.to_thread
 
 from chongming.errors import ConfigurationError
 from chongming.executors.base import Executor, StopSemantics, ThreadBaseException
-from chongming.task.context import TaskContext
-from chongming.task.signals import CarrierKind
+from chongming.task_api.context import TaskContext
+from chongming.task_api.signals import CarrierKind
 
 __all__ = ["ThreadExecutor"]
 
