@@ -62,6 +62,10 @@ class StandaloneHost:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    @property
+    def idle(self) -> bool:
+        return all(task.done() for task in self._tasks)
+
     async def aclose(self, timeout: float) -> None:
         """Cancel and await every task it spawned, for at most ``timeout`` seconds."""
         await cancel_and_wait(self._tasks, timeout)

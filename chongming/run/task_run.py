@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
 import tempfile
@@ -45,8 +46,13 @@ def new_task_id() -> str:
     return os.urandom(8).hex()
 
 
+@functools.cache
 def default_artifact_root() -> Path:
     return Path(tempfile.gettempdir()) / "chongming-artifacts"
+
+
+_DEFAULT_WINDOWS = ControlWindows()
+_DEFAULT_RETRY = RetryPolicy()
 
 
 def resolve_executor(choice: object, spec: TaskSpec) -> Executor | None:
@@ -164,7 +170,7 @@ class TaskRun:
         self.label = check_label(label) if label is not None else self.name
         self.args = args
         self.kwargs = kwargs
-        self.retry = retry or spec.retry or RetryPolicy()
+        self.retry = retry or spec.retry or _DEFAULT_RETRY
         self.timeout = timeout or spec.timeout
         self.executor = resolve_executor(executor or spec.executor, spec)
         self.tags = spec.tags if tags is None else frozenset(tags)
@@ -172,7 +178,7 @@ class TaskRun:
         self.bucket = bucket
         self.bucket_key = bucket_key
         self.owner = owner
-        self.windows = windows or ControlWindows()
+        self.windows = windows or _DEFAULT_WINDOWS
         self.clock = clock or SYSTEM_CLOCK
         self.artifact_root = artifact_root or default_artifact_root()
         self.upstream = upstream
@@ -200,7 +206,7 @@ class TaskRun:
         self._retry_timer: asyncio.TimerHandle | None = None
         self._pause_timer: asyncio.TimerHandle | None = None
         self._pause_waiter: asyncio.Future[bool] | None = None
-        self._done: asyncio.Event | None = None
+        self._done: asyncio.Future[None] | None = None
         self._outcome: Outcome | None = None
         self.progress_dirty = False
 
@@ -328,8 +334,8 @@ class TaskRun:
             attempts=self._attempt,
             elapsed=elapsed,
         )
-        if self._done is not None:
-            self._done.set()
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
 
     # -- lifecycle driven by the host ---------------------------------------------
 
@@ -589,12 +595,12 @@ class TaskRun:
         if self._outcome is not None:
             return self._outcome
         if self._done is None:
-            self._done = asyncio.Event()
+            self._done = asyncio.get_running_loop().create_future()
         if timeout is None:
-            await self._done.wait()
+            await asyncio.shield(self._done)
         else:
             async with asyncio.timeout(timeout):
-                await self._done.wait()
+                await asyncio.shield(self._done)
         assert self._outcome is not None
         return self._outcome
 
@@ -612,6 +618,9 @@ class TaskRun:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        host = self.host
+        if self.done and isinstance(host, StandaloneHost) and host.idle:
+            return  # the common case: nothing left to stop or await
         await asyncio.shield(self._close_standalone())
 
     async def _close_standalone(self) -> None:

@@ -55,14 +55,9 @@ class AttemptSignals:
         self._loop = loop
         self.loop_thread = threading.get_ident()
         self._on_pause_reached = on_pause_reached
+        # Gates are made on the first pause request: most attempts never pause.
         self._thread_gate: threading.Event | None = None
         self._async_gate: asyncio.Event | None = None
-        if carrier is CarrierKind.THREAD:
-            self._thread_gate = threading.Event()
-            self._thread_gate.set()
-        elif carrier is CarrierKind.COROUTINE:
-            self._async_gate = asyncio.Event()
-            self._async_gate.set()
 
     # -- runtime side (event-loop thread) --------------------------------------
 
@@ -71,9 +66,13 @@ class AttemptSignals:
         self._open_gate()
 
     def request_pause(self) -> None:
-        if self._thread_gate is not None:
+        if self.carrier is CarrierKind.THREAD:
+            if self._thread_gate is None:
+                self._thread_gate = threading.Event()
             self._thread_gate.clear()
-        if self._async_gate is not None:
+        elif self.carrier is CarrierKind.COROUTINE:
+            if self._async_gate is None:
+                self._async_gate = asyncio.Event()
             self._async_gate.clear()
         self.pause_requested = True
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import weakref
 from collections.abc import Callable, Collection
 from typing import Any, Literal, TypeVar, overload
 
@@ -34,10 +35,17 @@ class TaskSpec:
     priority: int = 0
     is_coroutine: bool = False
     signature: inspect.Signature | None = dataclasses.field(default=None, compare=False)
+    # Argument shapes (count of positionals, keyword names) already known to bind.
+    _fitting_shapes: set[tuple[int, tuple[str, ...]]] = dataclasses.field(
+        default_factory=set, compare=False, repr=False
+    )
 
     def bind_check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Fail now, with the reason, if the arguments cannot be passed to the function."""
         if self.signature is None:
+            return
+        shape = (len(args), tuple(kwargs))
+        if shape in self._fitting_shapes:
             return
         try:
             self.signature.bind(None, *args, **kwargs)
@@ -45,6 +53,8 @@ class TaskSpec:
             raise ConfigurationError(
                 f"arguments do not fit task {self.name!r}{self.signature}: {error}"
             ) from None
+        if len(self._fitting_shapes) < 64:
+            self._fitting_shapes.add(shape)
 
 
 def build_spec(
@@ -112,12 +122,24 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
     return signature
 
 
+_plain_specs: weakref.WeakKeyDictionary[Callable[..., Any], TaskSpec] = weakref.WeakKeyDictionary()
+
+
 def spec_for(fn: Callable[..., Any]) -> TaskSpec:
     """The spec ``@task`` attached, or a default one for a plain function."""
     spec = getattr(fn, SPEC_ATTRIBUTE, None)
     if isinstance(spec, TaskSpec):
         return spec
-    return build_spec(fn)
+    try:
+        return _plain_specs[fn]
+    except (KeyError, TypeError):
+        pass
+    spec = build_spec(fn)
+    try:
+        _plain_specs[fn] = spec
+    except TypeError:
+        pass  # not weak-referenceable: build it each time
+    return spec
 
 
 @overload
