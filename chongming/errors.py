@@ -6,7 +6,8 @@ keeps working for callers who do not know chongming::
 
     ChongmingError
     ├── ConfigurationError (ValueError)    a bad policy, limit, name or registration
-    │   └── UnknownTask (LookupError)      submit of a name nobody registered
+    │   ├── UnknownTask (LookupError)      submit of a name nobody registered
+    │   └── BucketNotOwned                 submit into a bucket this node does not own
     ├── PayloadError (ValueError)          arguments, ids or labels that cannot be stored
     ├── DuplicateTask                      a task id already in use
     ├── InvalidTransition                  the state table forbids the move
@@ -69,6 +70,14 @@ class UnknownTask(ConfigurationError, LookupError):
         self.registered = registered
         known = ", ".join(registered) if registered else "none"
         super().__init__(f"unknown task name {name!r}; registered names: {known}")
+
+
+class BucketNotOwned(ConfigurationError):
+    """The task's bucket belongs to another node; it would sit queued forever here."""
+
+    def __init__(self, bucket: int, owned: str) -> None:
+        self.bucket = bucket
+        super().__init__(f"bucket {bucket} is not owned by this node (owned buckets: {owned})")
 
 
 class PayloadError(ChongmingError, ValueError):

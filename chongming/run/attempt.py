@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -253,6 +254,15 @@ def _check_result(verdict: Verdict, context: TaskContext | None) -> Verdict:
         )
         return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
     value: JsonValue = verdict.value
+    if inspect.iscoroutine(value):
+        value.close()  # never awaited: close it so Python does not warn at exit
+        failure = Failure(
+            kind=FailureKind.RESULT_INVALID,
+            message="the task returned a coroutine; declare the task function `async def`",
+            exception_type="coroutine",
+            retryable=False,
+        )
+        return Verdict(kind=VerdictKind.FAILED, failure=failure)
     try:
         check_json_value(value, "result")
     except PayloadError as error:

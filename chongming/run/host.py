@@ -11,7 +11,7 @@ import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chongming.state.records import Transition
+from chongming.state.status import TaskStatus
 
 if TYPE_CHECKING:
     from chongming.run.task_run import TaskRun
@@ -34,8 +34,11 @@ class RunHost(Protocol):
     def spawn(self, run: TaskRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Start ``coro`` as a task the host owns (and cancels and awaits on close)."""
 
-    def record(self, run: TaskRun, transition: Transition) -> None:
-        """A transition happened: persist it, publish it, count it."""
+    def record(self, run: TaskRun, previous: TaskStatus) -> None:
+        """``run`` moved from ``previous`` to ``run.status``: persist, publish, count.
+
+        ``run.last_transition`` builds the full record when the host needs it.
+        """
 
 
 class StandaloneHost:
@@ -53,7 +56,7 @@ class StandaloneHost:
     def release(self, run: TaskRun) -> None:
         pass
 
-    def record(self, run: TaskRun, transition: Transition) -> None:
+    def record(self, run: TaskRun, previous: TaskStatus) -> None:
         pass
 
     def spawn(self, run: TaskRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:

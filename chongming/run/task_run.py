@@ -85,6 +85,7 @@ class TaskRun:
         "_created_at",
         "_current",
         "_done",
+        "_done_callbacks",
         "_failure",
         "_finished_at",
         "_finished_mono",
@@ -96,6 +97,7 @@ class TaskRun:
         "_pause_waiter",
         "_progress",
         "_queued_at",
+        "_records",
         "_result",
         "_retry_timer",
         "_start_timer",
@@ -188,7 +190,10 @@ class TaskRun:
         self._status = _S.PENDING
         self._version = 0
         self._attempt = 0
-        self._history: list[TransitionRecord] = []
+        # History as plain tuples; Transition records are built when asked for.
+        # Most runs are never inspected, and this is the hot path.
+        self._history: list[_Step] = []
+        self._records: list[TransitionRecord] | None = None
         self._created_at = now
         self._updated_at = now
         self._queued_at: datetime | None = None
@@ -207,6 +212,7 @@ class TaskRun:
         self._pause_timer: asyncio.TimerHandle | None = None
         self._pause_waiter: asyncio.Future[bool] | None = None
         self._done: asyncio.Future[None] | None = None
+        self._done_callbacks: list[Callable[[TaskRun], None]] | None = None
         self._outcome: Outcome | None = None
         self.progress_dirty = False
 
@@ -227,14 +233,51 @@ class TaskRun:
     @property
     def transitions(self) -> tuple[TransitionRecord, ...]:
         """The history so far, oldest first (a copy)."""
-        return tuple(self._history)
+        return tuple(self._materialise())
+
+    @property
+    def last_transition(self) -> TransitionRecord:
+        return self._materialise()[-1]
+
+    def transitions_since(self, version: int) -> list[TransitionRecord]:
+        """Transitions with a version above ``version``, oldest first."""
+        return self._materialise()[version:]
+
+    def _materialise(self) -> list[TransitionRecord]:
+        records = self._records
+        if records is None:
+            records = self._records = []
+        task_id = self.task_id
+        for version, current, target, at, trigger, actor, reason, attempt in self._history[
+            len(records) :
+        ]:
+            records.append(
+                TransitionRecord(
+                    task_id=task_id,
+                    version=version,
+                    from_status=_S(current),
+                    to_status=_S(target),
+                    at=at,
+                    trigger=trigger,
+                    actor=actor,
+                    reason=reason,
+                    attempt=attempt,
+                )
+            )
+        return records
 
     @property
     def done(self) -> bool:
-        return self._outcome is not None
+        return self._finished_at is not None
 
     @property
     def outcome(self) -> Outcome | None:
+        """How the task ended; ``None`` until it has."""
+        if self._finished_at is None:
+            return None
+        if self._outcome is None:
+            # Built on demand: finished runs are many and mostly never asked.
+            self._outcome = self._build_outcome()
         return self._outcome
 
     @property
@@ -284,25 +327,25 @@ class TaskRun:
         *,
         actor: str = "system",
         reason: str | None = None,
-    ) -> TransitionRecord:
+    ) -> None:
         current = self._status
         if target not in TRANSITIONS[current]:
             raise InvalidTransition(current, target)
         now = self.clock.now()
         self._version += 1
-        record = TransitionRecord(
-            task_id=self.task_id,
-            version=self._version,
-            from_status=current,
-            to_status=target,
-            at=now,
-            trigger=trigger,
-            actor=actor,
-            reason=reason,
-            attempt=self._attempt,
+        self._history.append(
+            (
+                self._version,
+                _VALUE[current],
+                _VALUE[target],
+                now,
+                trigger,
+                actor,
+                reason,
+                self._attempt,
+            )
         )
         self._status = target
-        self._history.append(record)
         self._updated_at = now
         if target is _S.QUEUED and self._queued_at is None:
             self._queued_at = now
@@ -311,10 +354,9 @@ class TaskRun:
             self._started_mono = time.monotonic()
         if current is _S.PAUSING and target is not _S.PAUSED:
             self._settle_pause(False)
-        self.host.record(self, record)
+        self.host.record(self, current)
         if target in _TERMINAL:
             self._finish(now)
-        return record
 
     def _finish(self, now: datetime) -> None:
         self._finished_at = now
@@ -323,10 +365,19 @@ class TaskRun:
             if timer is not None:
                 timer.cancel()
         self._start_timer = self._retry_timer = self._pause_timer = None
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
+        callbacks = self._done_callbacks
+        if callbacks is not None:
+            self._done_callbacks = None
+            for callback in callbacks:
+                callback(self)
+
+    def _build_outcome(self) -> Outcome:
         elapsed = 0.0
-        if self._started_mono is not None:
+        if self._started_mono is not None and self._finished_mono is not None:
             elapsed = self._finished_mono - self._started_mono
-        self._outcome = Outcome(
+        return Outcome(
             task_id=self.task_id,
             status=self._status,
             value=self._result if self._status is _S.SUCCEEDED else None,
@@ -334,8 +385,15 @@ class TaskRun:
             attempts=self._attempt,
             elapsed=elapsed,
         )
-        if self._done is not None and not self._done.done():
-            self._done.set_result(None)
+
+    def add_done_callback(self, callback: Callable[[TaskRun], None]) -> None:
+        """Call ``callback(run)`` once the run has ended (at once if it has)."""
+        if self._finished_at is not None:
+            callback(self)
+        elif self._done_callbacks is None:
+            self._done_callbacks = [callback]
+        else:
+            self._done_callbacks.append(callback)
 
     # -- lifecycle driven by the host ---------------------------------------------
 
@@ -477,7 +535,7 @@ class TaskRun:
         self._failure = Failure(
             kind=FailureKind.TIMEOUT_START,
             message=f"not started within {self.timeout.start:g}s of submission",
-            retryable=True,
+            retryable=False,  # a queued task cannot go to retry_wait: this is final
         )
         self._move(_S.FAILED, Trigger.START_TIMEOUT)
 
@@ -498,6 +556,10 @@ class TaskRun:
         ``lost``). Use :meth:`wait` to see the end.
         """
         return self._request_stop(Trigger.USER_STOP, actor=actor, reason=reason)
+
+    def shutdown(self, reason: str) -> bool:
+        """The host is closing: stop like :meth:`stop`, recorded as the runtime's doing."""
+        return self._request_stop(Trigger.SHUTDOWN, actor="system", reason=reason)
 
     def _request_stop(self, trigger: str, *, actor: str, reason: str | None) -> bool:
         status = self._status
@@ -592,8 +654,8 @@ class TaskRun:
         """
         if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
             raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
-        if self._outcome is not None:
-            return self._outcome
+        if self._finished_at is not None:
+            return self._build_outcome() if self._outcome is None else self._outcome
         if self._done is None:
             self._done = asyncio.get_running_loop().create_future()
         if timeout is None:
@@ -601,8 +663,9 @@ class TaskRun:
         else:
             async with asyncio.timeout(timeout):
                 await asyncio.shield(self._done)
-        assert self._outcome is not None
-        return self._outcome
+        outcome = self.outcome
+        assert outcome is not None
+        return outcome
 
     # -- standalone use ------------------------------------------------------------
 
@@ -625,7 +688,7 @@ class TaskRun:
 
     async def _close_standalone(self) -> None:
         if not self.done:
-            await self.stop(reason="the run's context exited", actor="system")
+            self.shutdown("the run's context exited")
             bound = self.windows.stop_grace + self.windows.cancel_window + 1.0
             try:
                 await self.wait(timeout=bound)
@@ -640,3 +703,7 @@ class TaskRun:
 
 
 _TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
+_VALUE = {status: status.value for status in TaskStatus}  # Enum.value is slow in 3.11
+#: (version, from, to, at, trigger, actor, reason, attempt); statuses as their
+#: string values so the tuple holds only atomic objects and leaves the GC's view.
+_Step = tuple[int, str, str, datetime, str, str, str | None, int]

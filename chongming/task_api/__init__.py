@@ -7,3 +7,4 @@ from chongming.task_api.signals import CarrierKind as CarrierKind
 from chongming.task_api.spec import TaskSpec as TaskSpec
 from chongming.task_api.spec import spec_for as spec_for
 from chongming.task_api.spec import task as task
+from chongming.task_api.registry import TaskRegistry as TaskRegistry

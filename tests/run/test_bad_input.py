@@ -167,3 +167,16 @@ async def test_controller_owned_runs_cannot_be_entered() -> None:
     with pytest.raises(ConfigurationError):
         async with run:
             pass
+
+
+async def test_sync_task_returning_a_coroutine_is_told_to_be_async() -> None:
+    async def helper() -> int:
+        return 1
+
+    def mistaken(ctx):  # type: ignore[no-untyped-def]
+        return helper()
+
+    outcome = await run_task(mistaken)
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.RESULT_INVALID
+    assert "async def" in outcome.failure.message

@@ -278,7 +278,8 @@ async def test_exiting_the_context_stops_the_task() -> None:
     async with TaskRun(looping, windows=FAST) as run:
         await wait_status(run, S.RUNNING)
     assert run.status is S.STOPPED
-    assert run.transitions[-2].actor == "system"
+    stop = run.transitions[-2]
+    assert (stop.trigger, stop.actor) == ("runtime:shutdown", "system")
 
 
 async def test_cancelling_run_task_stops_the_task() -> None:

@@ -204,7 +204,7 @@ async def test_start_timeout_while_queued() -> None:
     outcome = await run.wait(5)
     assert outcome.status is S.FAILED
     assert outcome.failure is not None
-    assert (outcome.failure.kind, outcome.failure.retryable) == (FailureKind.TIMEOUT_START, True)
+    assert (outcome.failure.kind, outcome.failure.retryable) == (FailureKind.TIMEOUT_START, False)
     assert trajectory(run)[-1] == ("queued", "failed", "scheduler:start_timeout")
     assert outcome.attempts == 0
 

@@ -1,0 +1,11 @@
+"""Text rendering for terminals: the task table, the history table, escaping.
+
+Pure functions (no I/O, no clock); the CLI and user code print what they return.
+"""
+
+from chongming.render.table import render_history as render_history
+from chongming.render.table import render_rows as render_rows
+from chongming.render.table import render_table as render_table
+from chongming.render.table import summary_line as summary_line
+from chongming.render.text import display_width as display_width
+from chongming.render.text import escape_text as escape_text

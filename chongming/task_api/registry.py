@@ -1,0 +1,106 @@
+"""``TaskRegistry``: the allow-list of task names a controller will run.
+
+Anything that starts a task from outside the process (CLI, commands, a
+dashboard) passes a registered name plus JSON arguments; a path that starts an
+arbitrary callable would be remote code execution.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Collection, Iterator
+from types import ModuleType
+from typing import Any
+
+from chongming.errors import ConfigurationError, UnknownTask
+from chongming.policies.retry import RetryPolicy
+from chongming.policies.timeout import Timeout
+from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, build_spec
+
+__all__ = ["TaskRegistry", "check_task_name"]
+
+MAX_NAME_LENGTH = 200
+
+
+def check_task_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise ConfigurationError(f"task names are strings, got {type(name).__name__}")
+    if not name or len(name) > MAX_NAME_LENGTH:
+        raise ConfigurationError(f"task names have 1 to {MAX_NAME_LENGTH} characters")
+    if not name.isprintable() or name != name.strip():
+        raise ConfigurationError(f"task name {name!r} contains whitespace or control characters")
+    return name
+
+
+class TaskRegistry:
+    """Registered name -> :class:`TaskSpec`. Registering a name twice is an error."""
+
+    __slots__ = ("_specs",)
+
+    def __init__(self) -> None:
+        self._specs: dict[str, TaskSpec] = {}
+
+    def register(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        tags: Collection[str] | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        executor: ExecutorChoice | None = None,
+        priority: int | None = None,
+    ) -> TaskSpec:
+        """Register ``fn`` under ``name``; options override the ``@task`` spec."""
+        check_task_name(name)
+        if name in self._specs:
+            raise ConfigurationError(f"task name {name!r} is already registered")
+        if not callable(fn):
+            raise ConfigurationError(
+                f"cannot register {name!r}: {type(fn).__name__} object is not callable"
+            )
+        base = getattr(fn, SPEC_ATTRIBUTE, None)
+        base = base if isinstance(base, TaskSpec) else None
+        spec = build_spec(
+            fn,
+            name=name,
+            tags=tags if tags is not None else (base.tags if base else ()),
+            retry=retry if retry is not None else (base.retry if base else None),
+            timeout=timeout if timeout is not None else (base.timeout if base else None),
+            executor=executor if executor is not None else (base.executor if base else None),
+            priority=priority if priority is not None else (base.priority if base else 0),
+        )
+        self._specs[name] = spec
+        return spec
+
+    def register_module(self, module: ModuleType) -> list[str]:
+        """Register every ``@task`` function defined in ``module`` under its spec name."""
+        names: list[str] = []
+        for _, value in inspect.getmembers(module):
+            spec = getattr(value, SPEC_ATTRIBUTE, None)
+            if not isinstance(spec, TaskSpec):
+                continue
+            if getattr(value, "__module__", None) != module.__name__:
+                continue  # imported from elsewhere: that module registers it
+            self.register(spec.name, value)
+            names.append(spec.name)
+        return sorted(names)
+
+    def get(self, name: str) -> TaskSpec:
+        try:
+            return self._specs[name]
+        except (KeyError, TypeError):
+            raise UnknownTask(str(name), tuple(sorted(self._specs))) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._specs))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._specs))

@@ -1,0 +1,136 @@
+"""Every runnable example in docs/examples runs and prints what the docs promise.
+
+Each example runs in its own interpreter, exactly as a reader would run it.
+Only deterministic lines are compared: ids and timings are never asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+def run_example(name: str) -> list[str]:
+    env = {**os.environ, "PYTHONWARNINGS": "error", "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=EXAMPLES.parent.parent,
+        check=False,
+    )
+    assert result.returncode == 0, f"{name} exited {result.returncode}:\n{result.stderr}"
+    assert result.stderr == "", f"{name} wrote to stderr:\n{result.stderr}"
+    return result.stdout.splitlines()
+
+
+def assert_in_order(lines: list[str], expected: list[str]) -> None:
+    """``expected`` lines appear in ``lines`` in this order (others may sit between)."""
+    position = 0
+    for wanted in expected:
+        try:
+            position = lines.index(wanted, position) + 1
+        except ValueError:
+            shown = "\n".join(lines)
+            pytest.fail(f"missing or out of order: {wanted!r}\n--- output ---\n{shown}")
+
+
+def table_rows(lines: list[str]) -> list[list[str]]:
+    """Rows of the history table(s): lines that start with a version number."""
+    rows = []
+    for line in lines:
+        cells = line.split(None, 6)
+        if cells and cells[0].isdigit() and len(cells) >= 6:
+            rows.append(cells)
+    return rows
+
+
+def test_quickstart_prints_the_seed_trajectory() -> None:
+    lines = run_example("quickstart.py")
+    assert_in_order(
+        lines,
+        [
+            "  extracted s3://demo/rows -> 5 rows",
+            "State history (append-only, auditable):",
+            "   pending -> queued     by orchestrator:dependencies_resolved",
+            "    queued -> starting   by scheduler:dispatch",
+            "  starting -> running    by executor:launched",
+            "   running -> succeeded  by executor:completed",
+            "final status: succeeded",
+            "value       : [0, 1, 2, 3, 4]",
+        ],
+    )
+    assert sum(" -> " in line and " by " in line for line in lines) == 4
+    assert any(line.startswith("elapsed     : ") and line.endswith("s") for line in lines)
+
+
+def test_control_shows_pause_round_trip_stop_and_lost() -> None:
+    lines = run_example("control.py")
+    rows = table_rows(lines)
+    assert rows == [
+        ["1", "pending", "queued", "0", "orchestrator:dependencies_resolved", "system", "-"],
+        ["2", "queued", "starting", "1", "scheduler:dispatch", "system", "-"],
+        ["3", "starting", "running", "1", "executor:launched", "system", "-"],
+        ["4", "running", "pausing", "1", "user:pause", "user", "-"],
+        ["5", "pausing", "paused", "1", "runtime:pause_reached", "system", "-"],
+        ["6", "paused", "running", "1", "user:resume", "user", "-"],
+        ["7", "running", "stopping", "1", "user:stop", "alice", "release window"],
+        ["8", "stopping", "stopped", "1", "runtime:stop_confirmed", "system", "release window"],
+    ]
+    assert_in_order(
+        lines,
+        [
+            "== Pause round trip, then a stop with an actor and a reason ==",
+            "pause()  -> True, status paused",
+            "resume() -> True, status running",
+            "stop()   -> True, status stopping",
+            "final status: stopped",
+            "VER  FROM      TO        ATTEMPT  TRIGGER                             ACTOR   REASON",
+            "== wait(timeout) and a pause that is not reached ==",
+            "wait(timeout=0.1) -> TimeoutError; the task is still running",
+            "pause() -> False; status rolled back to running",
+            "last transition: pausing -> running by runtime:pause_not_reached",
+            "final status: succeeded (value 'copied')",
+            "== A task that cannot be stopped: reported truthfully ==",
+            "final status : lost",
+            "failure kind : lost",
+            "last transition: stopping -> lost by runtime:stop_abandoned",
+        ],
+    )
+    assert any(line.startswith("meaning      : a thread cannot be killed") for line in lines)
+
+
+def test_retry_and_timeout_outcomes() -> None:
+    lines = run_example("retry_and_timeout.py")
+    assert_in_order(
+        lines,
+        [
+            "== Retry: succeeds after two failures ==",
+            "  final status : succeeded",
+            "  value        : succeeded on attempt 3",
+            "  attempts     : 3/5",
+            "== Retry: budget exhausted ==",
+            "  final status : failed",
+            "  attempts     : 2/2",
+            "  failure kind : exception",
+            "  message      : ValueError: malformed input row 17",
+            "== Timeout: at most 0.5 s per attempt ==",
+            "  final status : failed",
+            "  failure kind : timeout_attempt",
+            "  retryable    : True",
+        ],
+    )
+
+
+def test_every_example_is_covered() -> None:
+    covered = {"quickstart.py", "control.py", "retry_and_timeout.py"}
+    present = {path.name for path in EXAMPLES.glob("*.py")}
+    assert present <= covered, f"add a test for these examples: {sorted(present - covered)}"
