@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chongming.errors import ChongmingError as ChongmingError
+from chongming.controller import Controller as Controller
+from chongming.controller import ControllerStats as ControllerStats
+from chongming.errors import AdmissionStateError as AdmissionStateError
+from chongming.errors import BucketNotOwned as BucketNotOwned
 from chongming.errors import CheckpointMisuse as CheckpointMisuse
+from chongming.errors import ChongmingError as ChongmingError
 from chongming.errors import ConfigurationError as ConfigurationError
 from chongming.errors import ControllerClosed as ControllerClosed
 from chongming.errors import DuplicateTask as DuplicateTask
@@ -34,9 +38,12 @@ from chongming.policies import ControlWindows as ControlWindows
 from chongming.policies import ExponentialBackoff as ExponentialBackoff
 from chongming.policies import RetryPolicy as RetryPolicy
 from chongming.policies import Timeout as Timeout
+from chongming.render import render_history as render_history
+from chongming.render import render_table as render_table
 from chongming.run import Outcome as Outcome
 from chongming.run import TaskRun as TaskRun
 from chongming.run import run_task as run_task
+from chongming.scheduler import BucketPolicy as BucketPolicy
 from chongming.state import Failure as Failure
 from chongming.state import FailureKind as FailureKind
 from chongming.state import Progress as Progress
@@ -45,17 +52,23 @@ from chongming.state import TaskSnapshot as TaskSnapshot
 from chongming.state import TaskStatus as TaskStatus
 from chongming.state import Transition as Transition
 from chongming.task_api import TaskContext as TaskContext
+from chongming.task_api import TaskRegistry as TaskRegistry
 from chongming.task_api import task as task
 
 if TYPE_CHECKING:
     from chongming.stores.postgres import PostgresTaskStore as PostgresTaskStore
 
 __all__ = [
+    "AdmissionStateError",
+    "BucketNotOwned",
+    "BucketPolicy",
     "CheckpointMisuse",
     "ChongmingError",
     "ConfigurationError",
     "ControlWindows",
+    "Controller",
     "ControllerClosed",
+    "ControllerStats",
     "DuplicateTask",
     "DuplicateTaskId",
     "Executor",
@@ -79,6 +92,7 @@ __all__ = [
     "TaskContext",
     "TaskNotFound",
     "TaskQuery",
+    "TaskRegistry",
     "TaskRun",
     "TaskSnapshot",
     "TaskStatus",
@@ -87,6 +101,8 @@ __all__ = [
     "Transition",
     "UnknownTask",
     "VersionConflict",
+    "render_history",
+    "render_table",
     "run_task",
     "task",
 ]

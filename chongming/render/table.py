@@ -67,7 +67,7 @@ def render_rows(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 def render_table(
     snapshots: Sequence[TaskSnapshot],
     *,
-    now: datetime,
+    now: datetime | None = None,
     show_bucket: bool | None = None,
     summary: bool = True,
 ) -> str:
@@ -75,8 +75,10 @@ def render_table(
 
     The BUCKET column appears when any task has a bucket, unless
     ``show_bucket`` forces it on or off. ``now`` is used for the elapsed time of
-    tasks that have not finished.
+    tasks that have not finished (default: the wall clock, read once).
     """
+    if now is None:
+        now = datetime.now(UTC)
     with_bucket = (
         any(snapshot.bucket is not None for snapshot in snapshots)
         if show_bucket is None

@@ -1,0 +1,32 @@
+"""Run every benchmark with CI-sized defaults; each prints its own ratio line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+BENCHMARKS = [
+    ["bench_run.py"],
+    ["bench_controller.py", "--n", "100000"],
+    ["bench_admission.py"],
+    ["bench_store.py"],
+    ["bench_store_postgres.py"],
+]
+
+
+def main() -> int:
+    failures = 0
+    for name, *args in BENCHMARKS:
+        path = HERE / name
+        if not path.exists():
+            continue
+        print(f"== {name}", flush=True)
+        result = subprocess.run([sys.executable, str(path), *args], check=False)
+        failures += result.returncode != 0
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
