@@ -3,6 +3,7 @@
 Pure data and pure functions: nothing here imports asyncio, a driver or a clock.
 """
 
+from chongming.state.audit import audit_history as audit_history
 from chongming.state.fold import FoldedState as FoldedState
 from chongming.state.fold import HistoryGap as HistoryGap
 from chongming.state.fold import fold_history as fold_history
@@ -21,4 +22,3 @@ from chongming.state.table import TRANSITIONS as TRANSITIONS
 from chongming.state.table import check_transition as check_transition
 from chongming.state.table import is_allowed as is_allowed
 from chongming.state.triggers import Trigger as Trigger
-from chongming.state.audit import audit_history as audit_history

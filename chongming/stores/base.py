@@ -106,9 +106,7 @@ class TaskStore(abc.ABC):
     # -- snapshots -----------------------------------------------------------
 
     @abc.abstractmethod
-    async def create(
-        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
-    ) -> None:
+    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         """Insert a new task (and its first transitions) atomically.
 
         Raises :class:`DuplicateTaskId` when the id exists; nothing is written then.
@@ -202,9 +200,7 @@ class TaskStore(abc.ABC):
         """Set ``owner``'s lease on these tasks to expire ``ttl_seconds`` from the store's now."""
 
     @abc.abstractmethod
-    async def expired_leases(
-        self, *, buckets: Collection[int] | None = None
-    ) -> list[ExpiredLease]:
+    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
         """Non-terminal tasks whose lease expired (or that never had one), by the store's clock.
 
         ``buckets`` restricts the search to those buckets (``None``: all).

@@ -46,7 +46,10 @@ def decode_progress(text: str | None) -> Progress | None:
         return None
     data = json.loads(text) if isinstance(text, str) else text
     return Progress(
-        done=data["done"], total=data.get("total"), unit=data.get("unit"), message=data.get("message")
+        done=data["done"],
+        total=data.get("total"),
+        unit=data.get("unit"),
+        message=data.get("message"),
     )
 
 
@@ -129,7 +132,8 @@ def snapshot_from_columns(row: Mapping[str, Any]) -> TaskSnapshot:
 
     created_at = when("created_at")
     updated_at = when("updated_at")
-    assert created_at is not None and updated_at is not None
+    assert created_at is not None
+    assert updated_at is not None
     return TaskSnapshot(
         task_id=row["task_id"],
         name=row["name"],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -43,8 +42,8 @@ class Gates:
 
 
 @pytest.fixture
-async def gates() -> AsyncIterator[Gates]:
-    yield Gates()
+def gates() -> Gates:
+    return Gates()
 
 
 async def test_seed_queueing_demo_two_running_two_queued(gates: Gates) -> None:
