@@ -7,7 +7,7 @@ never needs them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chongming.controller import Controller as Controller
 from chongming.controller import ControllerStats as ControllerStats
@@ -55,9 +55,6 @@ from chongming.task_api import TaskContext as TaskContext
 from chongming.task_api import TaskRegistry as TaskRegistry
 from chongming.task_api import task as task
 
-if TYPE_CHECKING:
-    from chongming.stores.postgres import PostgresTaskStore as PostgresTaskStore
-
 __all__ = [
     "AdmissionStateError",
     "BucketNotOwned",
@@ -79,7 +76,6 @@ __all__ = [
     "InvalidTransition",
     "Outcome",
     "PayloadError",
-    "PostgresTaskStore",
     "Progress",
     "RetryPolicy",
     "SchemaError",
