@@ -106,7 +106,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "PostgresTaskStore":
-        from chongming.stores.postgres import PostgresTaskStore
+        import importlib
 
-        return PostgresTaskStore
+        # Imported by name so that `import chongming` never needs asyncpg.
+        return importlib.import_module("chongming.stores.postgres").PostgresTaskStore
     raise AttributeError(f"module 'chongming' has no attribute {name!r}")
