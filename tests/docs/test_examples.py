@@ -130,7 +130,69 @@ def test_retry_and_timeout_outcomes() -> None:
     )
 
 
+def test_controller_queueing_shows_two_running_two_queued() -> None:
+    lines = run_example("controller_queueing.py")
+    rows = [line.split() for line in lines if line.startswith("t") and "转换" in line]
+    assert [(row[0], row[2]) for row in rows] == [
+        ("t0", "running"),
+        ("t1", "running"),
+        ("t2", "queued"),
+        ("t3", "queued"),
+    ]
+    assert [row[4] for row in rows[2:]] == ["-", "-"]  # queued: never ran, no elapsed
+    assert_in_order(
+        lines,
+        [
+            "    active 4 (queued 2, holding a slot 2)",
+            "stop t0 -> request issued: True",
+            "t0  stopped    value=None",
+            "t1  succeeded  value=200",
+            "t2  succeeded  value=300",
+            "t3  succeeded  value=400",
+            "by status: {'stopped': 1, 'succeeded': 3}",
+        ],
+    )
+
+
+def test_buckets_shows_a_backlog_in_one_bucket_only() -> None:
+    lines = run_example("buckets.py")
+    assert_in_order(
+        lines,
+        [
+            "  tenant-A   -> bucket 7",
+            "  tenant-B   -> bucket 28",
+            "    active 6 (queued 4, holding a slot 2)",
+            "holding a slot per bucket: {7: 1, 28: 1}",
+            "all done: {'succeeded': 6}",
+        ],
+    )
+    rows = [line.split() for line in lines if line[:2] in ("a0", "a1", "a2", "a3", "b0", "b1")]
+    assert [(row[0], row[2], row[3]) for row in rows] == [
+        ("a0", "7", "running"),
+        ("a1", "7", "queued"),
+        ("a2", "7", "queued"),
+        ("a3", "7", "queued"),
+        ("b0", "28", "running"),
+        ("b1", "28", "queued"),
+    ]
+
+
+#: Examples tested elsewhere (they need a server or a store fixture).
+TESTED_ELSEWHERE = {
+    "fastapi_app.py": "tests/embedding/test_fastapi.py",
+    "aiohttp_app.py": "tests/embedding/test_aiohttp.py",
+    "third_party_store.py": "tests/stores",
+}
+
+
 def test_every_example_is_covered() -> None:
-    covered = {"quickstart.py", "control.py", "retry_and_timeout.py"}
+    covered = {
+        "quickstart.py",
+        "control.py",
+        "retry_and_timeout.py",
+        "controller_queueing.py",
+        "buckets.py",
+        *TESTED_ELSEWHERE,
+    }
     present = {path.name for path in EXAMPLES.glob("*.py")}
     assert present <= covered, f"add a test for these examples: {sorted(present - covered)}"
