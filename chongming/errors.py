@@ -12,6 +12,7 @@ keeps working for callers who do not know chongming::
     ├── DuplicateTask                      a task id already in use
     ├── InvalidTransition                  the state table forbids the move
     ├── TaskCancelled                      raised at a checkpoint once a stop was requested
+    │   └── NeverStarted                   the carrier saw the stop before the function began
     ├── CheckpointMisuse (TypeError)       the wrong checkpoint flavour for the task kind
     ├── ControllerClosed (RuntimeError)    use of a controller after close()
     ├── AdmissionStateError (LookupError)  an admission-queue item in the wrong state for the call
@@ -40,6 +41,7 @@ __all__ = [
     "DuplicateTask",
     "DuplicateTaskId",
     "InvalidTransition",
+    "NeverStarted",
     "PayloadError",
     "SchemaError",
     "StoreBusy",
@@ -113,6 +115,10 @@ class TaskCancelled(ChongmingError):
     ended. A task that catches it and returns normally is reported as having
     finished anyway (``succeeded``), because that is what happened.
     """
+
+
+class NeverStarted(TaskCancelled):
+    """A carrier was stopped or given up on before the task function began."""
 
 
 class CheckpointMisuse(ChongmingError, TypeError):

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from chongming.errors import ConfigurationError
+from chongming.errors import ConfigurationError, NeverStarted
 from chongming.executors.base import Executor, StopSemantics, ThreadBaseException
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind
@@ -56,6 +56,8 @@ class ThreadExecutor(Executor):
 def _call(
     fn: Callable[..., Any], context: TaskContext, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
+    if not context.enter_carrier():
+        raise NeverStarted(f"task {context.task_id!r} was stopped before a worker thread took it")
     try:
         return fn(context, *args, **kwargs)
     except Exception:

@@ -57,7 +57,7 @@ class Attempt:
         self.executor = executor
         self._loop = asyncio.get_running_loop()
         carrier = CarrierKind.COROUTINE if executor is None else executor.carrier
-        self.signals = AttemptSignals(carrier, self._loop, self._pause_reached)
+        self.signals = AttemptSignals(carrier, self._loop, self._pause_reached, self._launched)
         self.context: TaskContext | None = None
         self.task: asyncio.Task[None] | None = None
         self.force: Force | None = None
@@ -80,9 +80,8 @@ class Attempt:
 
     async def _drive(self) -> None:
         run = self.run
-        if not run.begin_attempt(self):
-            return  # stopped between dispatch and launch; already recorded
         spec = run.spec
+        on_loop = self.executor is None or self.executor.carrier is CarrierKind.INLINE
         context = TaskContext(
             task_id=run.task_id,
             name=run.name,
@@ -93,8 +92,12 @@ class Attempt:
             upstream=run.upstream,
         )
         self.context = context
-        self.started = time.monotonic()
-        self._arm_watch()
+        if on_loop:
+            # Coroutines and inline calls start right here, on this thread.
+            if not self.signals.enter():
+                self._report(Verdict(kind=VerdictKind.STOPPED))
+                return
+            self._launched()
         try:
             if self.executor is None:
                 value = await spec.fn(context, *run.args, **run.kwargs)
@@ -119,6 +122,14 @@ class Attempt:
         else:
             self._finish(judge_kwargs={"returned": True, "value": value})
 
+    def _launched(self) -> None:
+        """The carrier is about to call the function: the attempt is running."""
+        if self.finished or self.force is not None:
+            return
+        self.started = time.monotonic()
+        self.run.begin_attempt(self)
+        self._arm_watch()
+
     def _finish(self, judge_kwargs: dict[str, Any]) -> None:
         self._cancel_timers()
         if self.finished:
@@ -128,6 +139,8 @@ class Attempt:
                 self.run.task_id,
             )
             return
+        if judge_kwargs.get("cancelled"):
+            judge_kwargs["launched"] = self.signals.abandon()
         verdict = judge(
             force=self.force,
             stop_requested=self.signals.stop_requested,

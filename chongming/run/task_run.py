@@ -444,18 +444,14 @@ class TaskRun:
         attempt.launch()
         return True
 
-    def begin_attempt(self, attempt: Attempt) -> bool:
-        """Called by the driver before it calls the function: ``starting -> running``."""
-        if attempt is not self._current:
-            return False
-        if self._status is _S.STOPPING:
-            attempt.finished = True
-            self._current = None
-            self._move(_S.STOPPED, Trigger.STOP_CONFIRMED, reason=self._stop_reason)
-            self._give_back_slot()
-            return False
-        self._move(_S.RUNNING, Trigger.LAUNCHED)
-        return True
+    def begin_attempt(self, attempt: Attempt) -> None:
+        """The carrier is calling the function: ``starting -> running``.
+
+        A stop that arrived while the attempt was starting stays in force
+        (``stopping``); the function sees it at its first checkpoint.
+        """
+        if attempt is self._current and self._status is _S.STARTING:
+            self._move(_S.RUNNING, Trigger.LAUNCHED)
 
     def end_attempt(self, attempt: Attempt, verdict: Verdict) -> None:
         """Record what the attempt's verdict says, then free its slot."""
@@ -575,7 +571,7 @@ class TaskRun:
             self._pause_timer.cancel()
             self._pause_timer = None
         current = self._current
-        if current is not None and current.context is not None:
+        if current is not None:
             current.request_stop(self.windows.stop_grace)
         return True
 

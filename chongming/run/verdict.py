@@ -53,6 +53,7 @@ def judge(
     value: JsonValue = None,
     error: BaseException | None = None,
     cancelled: bool = False,
+    launched: bool = True,
     force: Force | None,
     stop_requested: bool,
     stop_semantics: StopSemantics | None,
@@ -60,10 +61,12 @@ def judge(
     """Decide what happened to one attempt.
 
     ``stop_semantics`` is ``None`` for coroutines (cancellable at an await).
+    ``launched`` says whether the function ever began on its carrier: one
+    that never began cannot be lost.
     """
     if cancelled:
         # The carrier was interrupted by us; whether it really ended depends on it.
-        if stop_semantics is StopSemantics.ABANDON:
+        if stop_semantics is StopSemantics.ABANDON and launched:
             reason = (
                 "the thread did not stop within its grace window and was abandoned; "
                 "it may still be running"

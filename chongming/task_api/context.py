@@ -156,6 +156,16 @@ class TaskContext:
         else:
             await asyncio.sleep(0)
 
+    def enter_carrier(self) -> bool:
+        """For executors: call on the carrier right before the function.
+
+        Returns False when the function must not start (stopped or given up
+        on while it waited for a worker); the runtime then records that it
+        never ran. Otherwise the runtime is told the attempt is now running.
+        """
+        self._signals.beat()
+        return self._signals.enter()
+
     def misuse_error(self) -> CheckpointMisuse:
         return CheckpointMisuse(
             f"task {self.task_id!r} is an async def task: ctx.checkpoint() returned an "

@@ -33,10 +33,13 @@ class AttemptSignals:
     __slots__ = (
         "_async_gate",
         "_loop",
+        "_on_launch",
         "_on_pause_reached",
         "_thread_gate",
+        "abandoned",
         "carrier",
         "heartbeat",
+        "launched",
         "loop_thread",
         "pause_requested",
         "stop_requested",
@@ -47,8 +50,12 @@ class AttemptSignals:
         carrier: CarrierKind,
         loop: asyncio.AbstractEventLoop,
         on_pause_reached: Callable[[], None],
+        on_launch: Callable[[], None],
     ) -> None:
         self.carrier = carrier
+        self.launched = False
+        self.abandoned = False
+        self._on_launch = on_launch
         self.stop_requested = False
         self.pause_requested = False
         self.heartbeat = time.monotonic()
@@ -87,7 +94,29 @@ class AttemptSignals:
         if self._async_gate is not None:
             self._async_gate.set()
 
+    def abandon(self) -> bool:
+        """The runtime gives up on a carrier. True if the function ever started.
+
+        Together with :meth:`enter` this is a two-flag handshake: each side
+        writes its flag, then reads the other's, so at least one of them sees
+        the other. Either the carrier sees ``abandoned`` and never calls the
+        function, or the runtime sees ``launched`` and must say ``lost``.
+        """
+        self.abandoned = True
+        return self.launched
+
     # -- task side -------------------------------------------------------------
+
+    def enter(self) -> bool:
+        """Called by a carrier right before the function. False: do not start it."""
+        self.launched = True
+        if self.abandoned or self.stop_requested:
+            return False
+        try:
+            self._loop.call_soon_threadsafe(self._on_launch)
+        except RuntimeError:
+            return False  # the loop is gone: nobody could record this attempt
+        return True
 
     def beat(self) -> None:
         self.heartbeat = time.monotonic()

@@ -304,3 +304,40 @@ async def test_cancelling_run_task_stops_the_task() -> None:
         await caller
     assert ended.is_set()
     await wait_for(lambda: not [t for t in asyncio.all_tasks() if "chongming" in t.get_name()])
+
+
+async def test_thread_task_waiting_for_a_worker_is_starting_and_stops_cleanly(
+    release_threads: list[threading.Event],
+) -> None:
+    from chongming import ThreadExecutor
+
+    hold = threading.Event()
+    release_threads.append(hold)
+    ran: list[int] = []
+
+    def work(ctx, n: int) -> int:  # type: ignore[no-untyped-def]
+        ran.append(n)
+        while not hold.is_set():
+            ctx.checkpoint()
+            time.sleep(0.001)
+        return n
+
+    one_worker = ThreadExecutor(max_workers=1)
+    async with (
+        TaskRun(work, (1,), executor=one_worker, windows=FAST) as first,
+        TaskRun(work, (2,), executor=one_worker, windows=FAST) as second,
+    ):
+        await wait_status(first, S.RUNNING)
+        await asyncio.sleep(0.05)
+        # No worker took it yet: it is still starting, not pretending to run.
+        assert second.status is S.STARTING
+        assert await second.stop(reason="not needed")
+        outcome = await second.wait(5)
+        assert outcome.status is S.STOPPED  # it never ran: stopped, not lost
+        hold.set()
+        assert (await first.wait(5)).ok
+    assert ran == [1]
+    assert trajectory(second)[-2:] == [
+        ("starting", "stopping", "user:stop"),
+        ("stopping", "stopped", "runtime:stop_confirmed"),
+    ]
