@@ -94,7 +94,7 @@ class Attempt:
         self.context = context
         if on_loop:
             # Coroutines and inline calls start right here, on this thread.
-            if not self.signals.enter():
+            if not self.signals.enter(from_thread=False):
                 self._report(Verdict(kind=VerdictKind.STOPPED))
                 return
             self._launched()

@@ -192,7 +192,7 @@ class TaskRun:
         self._attempt = 0
         # History as plain tuples; Transition records are built when asked for.
         # Most runs are never inspected, and this is the hot path.
-        self._history: list[_Step] = []
+        self._history: tuple[_Step, ...] = ()
         self._records: list[TransitionRecord] | None = None
         self._created_at = now
         self._updated_at = now
@@ -333,18 +333,11 @@ class TaskRun:
             raise InvalidTransition(current, target)
         now = self.clock.now()
         self._version += 1
-        self._history.append(
-            (
-                self._version,
-                _VALUE[current],
-                _VALUE[target],
-                now,
-                trigger,
-                actor,
-                reason,
-                self._attempt,
-            )
-        )
+        # A tuple of tuples of atomic values: once the garbage collector has
+        # seen it, it stops tracking it (a list would be traversed forever).
+        version, attempt = self._version, self._attempt
+        step = (version, _VALUE[current], _VALUE[target], now, trigger, actor, reason, attempt)
+        self._history += (step,)
         self._status = target
         self._updated_at = now
         if target is _S.QUEUED and self._queued_at is None:

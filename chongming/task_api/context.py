@@ -164,7 +164,7 @@ class TaskContext:
         never ran. Otherwise the runtime is told the attempt is now running.
         """
         self._signals.beat()
-        return self._signals.enter()
+        return self._signals.enter(from_thread=True)
 
     def misuse_error(self) -> CheckpointMisuse:
         return CheckpointMisuse(

@@ -107,11 +107,17 @@ class AttemptSignals:
 
     # -- task side -------------------------------------------------------------
 
-    def enter(self) -> bool:
-        """Called by a carrier right before the function. False: do not start it."""
+    def enter(self, *, from_thread: bool) -> bool:
+        """Called by a carrier right before the function. False: do not start it.
+
+        A carrier on another thread also tells the loop that the attempt is
+        now running; one on the loop thread reports that itself.
+        """
         self.launched = True
         if self.abandoned or self.stop_requested:
             return False
+        if not from_thread:
+            return True
         try:
             self._loop.call_soon_threadsafe(self._on_launch)
         except RuntimeError:
