@@ -48,6 +48,7 @@ from chongming.task_api.spec import ExecutorChoice, TaskSpec
 __all__ = ["Controller"]
 
 _log = logging.getLogger("chongming.controller")
+_SUBMITS_PER_YIELD = 16
 _S = TaskStatus
 
 
@@ -115,6 +116,7 @@ class Controller:
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._submitted_since_yield = 0
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -279,6 +281,12 @@ class Controller:
         self._runs[task_id] = run
         self._counts[_S.PENDING] += 1
         run.submit()
+        self._submitted_since_yield += 1
+        if self._submitted_since_yield >= _SUBMITS_PER_YIELD:
+            # A tight submit loop would otherwise hold the event loop for as
+            # long as the whole batch takes; yield now and then.
+            self._submitted_since_yield = 0
+            await asyncio.sleep(0)
         return run
 
     def _bucket_for(self, bucket_key: str | None) -> int | None:
