@@ -35,10 +35,22 @@ async def busy(ctx) -> int:  # type: ignore[no-untyped-def]
 
 
 async def dispatch_cost(n: int, collect: bool) -> float:
+    """Fill every slot with a blocked task, queue ``n`` more, then time the drain."""
+    gate = asyncio.Event()
+
+    async def blocked(ctx: object) -> int:
+        await gate.wait()
+        return 1
+
     async with Controller(max_parallel=1000, keep_finished=0) as controller:
         controller.register("trivial", trivial)
+        controller.register("blocked", blocked)
+        for _ in range(1000):
+            await controller.submit("blocked")
         for _ in range(n):
             await controller.submit("trivial")
+        assert (await controller.stats()).queued == n
+        gate.set()
         if not collect:
             gc.disable()
         try:
