@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from chongming.blocking import BlockingController as BlockingController
+from chongming.blocking import BlockingTaskRun as BlockingTaskRun
 from chongming.controller import Controller as Controller
 from chongming.controller import ControllerStats as ControllerStats
 from chongming.errors import AdmissionStateError as AdmissionStateError
@@ -57,6 +59,8 @@ from chongming.task_api import task as task
 
 __all__ = [
     "AdmissionStateError",
+    "BlockingController",
+    "BlockingTaskRun",
     "BucketNotOwned",
     "BucketPolicy",
     "CheckpointMisuse",

@@ -149,7 +149,9 @@ class Controller:
         by the control windows) and the cancellation is re-raised afterwards,
         so no task, thread or handle is left behind by an impatient caller.
         """
-        if grace is not None and (not isinstance(grace, int | float) or grace < 0):
+        if grace is not None and (
+            isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0
+        ):
             raise ConfigurationError(f"grace must be a number >= 0, got {grace!r}")
         if self._phase == _Phase.CLOSED:
             return
@@ -183,6 +185,10 @@ class Controller:
         await cancel_and_wait(self._tasks, self.windows.cancel_window)
         await self.executor.aclose()
 
+    def _check_not_closed(self) -> None:
+        if self._phase in (_Phase.CLOSING, _Phase.CLOSED):
+            raise ControllerClosed("the controller is closed; it accepts no more calls")
+
     def _check_open(self) -> None:
         if self._phase == _Phase.OPEN:
             return
@@ -207,6 +213,7 @@ class Controller:
         priority: int | None = None,
     ) -> TaskSpec:
         """Allow ``fn`` to be submitted as ``name``. Names, never code, cross boundaries."""
+        self._check_not_closed()
         return self.registry.register(
             name,
             fn,
@@ -219,6 +226,7 @@ class Controller:
 
     def register_module(self, module: ModuleType) -> list[str]:
         """Register every ``@task`` function defined in ``module``."""
+        self._check_not_closed()
         return self.registry.register_module(module)
 
     # -- submit ----------------------------------------------------------------------
@@ -346,6 +354,7 @@ class Controller:
 
     def run_for(self, task_id: str) -> TaskRun:
         """The live handle of a task this controller holds."""
+        self._check_not_closed()
         try:
             return self._runs[task_id]
         except KeyError:
@@ -360,6 +369,7 @@ class Controller:
 
     async def list_tasks(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
         """Snapshots matching ``query`` in submission order (oldest first)."""
+        self._check_not_closed()
         query = query or TaskQuery()
         result: list[TaskSnapshot] = []
         for run in self._runs.values():
@@ -371,6 +381,7 @@ class Controller:
         return result
 
     async def stats(self) -> ControllerStats:
+        self._check_not_closed()
         admission = self._queue.statistics()
         by_status = {status.value: count for status, count in self._counts.items() if count}
         active = sum(count for status, count in self._counts.items() if not status.is_terminal)
@@ -401,6 +412,7 @@ class Controller:
     async def stop_all(self, *, reason: str | None = None, actor: str = "user") -> int:
         """Ask every unfinished task to stop. Returns how many requests were issued,
         not how many tasks have stopped: use :meth:`wait_all` for that."""
+        self._check_not_closed()
         issued = 0
         for run in list(self._runs.values()):
             if await run.stop(reason=reason, actor=actor):
@@ -417,6 +429,7 @@ class Controller:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
         ):
             raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
+        self._check_not_closed()
         runs = list(self._runs.values())
         if timeout is None:
             await _all_done(runs)

@@ -139,6 +139,17 @@ async def test_use_after_close() -> None:
         await controller.submit("echo")
     with pytest.raises(ControllerClosed):
         await controller.start()
+    for call in (
+        controller.list_tasks(),
+        controller.stats(),
+        controller.get("x"),
+        controller.stop_all(),
+        controller.wait_all(),
+    ):
+        with pytest.raises(ControllerClosed):
+            await call
+    with pytest.raises(ControllerClosed):
+        controller.register("late", echo)
 
 
 async def test_wait_all_bad_and_short_timeouts() -> None:

@@ -195,4 +195,11 @@ def test_every_example_is_covered() -> None:
         *TESTED_ELSEWHERE,
     }
     present = {path.name for path in EXAMPLES.glob("*.py")}
+    root = EXAMPLES.parent.parent
+    missing = [
+        test
+        for name, test in TESTED_ELSEWHERE.items()
+        if name in present and not (root / test).exists()
+    ]
+    assert missing == [], f"tests named for examples do not exist: {missing}"
     assert present <= covered, f"add a test for these examples: {sorted(present - covered)}"
