@@ -48,6 +48,7 @@ async def test_close_stops_everything_and_reports_each_truthfully(
     third = await controller.submit("loops")
     queued = await controller.submit("loops")
     await wait_status(third, S.RUNNING)
+    await wait_status(thread, S.RUNNING)  # a worker thread really took it
     await controller.close()
     assert looping.status is S.STOPPED
     assert thread.status is S.LOST  # cannot be killed: never claimed as stopped

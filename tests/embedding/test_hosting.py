@@ -150,6 +150,8 @@ def test_cancelled_anyio_task_group_shuts_the_controller_down(loop_factory: Loop
         async def service() -> None:
             async with Controller(max_parallel=2, windows=FAST) as controller:
                 runs.extend(await start_workload(controller))
+                # a worker thread really took it: only then can it be lost
+                await wait_for(lambda: runs[0].status is S.RUNNING)
                 ready.set()
                 await anyio.sleep_forever()
             after_close.append("reached")  # never: close re-raises the cancellation
@@ -187,6 +189,8 @@ def test_cancelled_asyncio_task_group_shuts_the_controller_down(
                 controller.register("stubborn", stubborn)
                 runs.append(await controller.submit("stubborn", task_id="stubborn"))
                 runs.extend(await start_workload(controller))
+                # a worker thread really took it: only then can it be lost
+                await wait_for(lambda: runs[0].status is S.RUNNING)
                 ready.set()
                 await asyncio.Event().wait()
 
@@ -227,6 +231,8 @@ def test_a_failing_sibling_shuts_the_controller_down(loop_factory: LoopFactory) 
         async def service() -> None:
             async with Controller(max_parallel=2, windows=FAST) as controller:
                 runs.extend(await start_workload(controller))
+                # a worker thread really took it: only then can it be lost
+                await wait_for(lambda: runs[0].status is S.RUNNING)
                 ready.set()
                 await asyncio.Event().wait()
 
