@@ -53,6 +53,9 @@ from chongming.state import TaskQuery as TaskQuery
 from chongming.state import TaskSnapshot as TaskSnapshot
 from chongming.state import TaskStatus as TaskStatus
 from chongming.state import Transition as Transition
+from chongming.stores import InMemoryTaskStore as InMemoryTaskStore
+from chongming.stores import SqliteTaskStore as SqliteTaskStore
+from chongming.stores import TaskStore as TaskStore
 from chongming.task_api import TaskContext as TaskContext
 from chongming.task_api import TaskRegistry as TaskRegistry
 from chongming.task_api import task as task
@@ -76,6 +79,7 @@ __all__ = [
     "ExponentialBackoff",
     "Failure",
     "FailureKind",
+    "InMemoryTaskStore",
     "InlineExecutor",
     "InvalidTransition",
     "Outcome",
@@ -83,6 +87,7 @@ __all__ = [
     "Progress",
     "RetryPolicy",
     "SchemaError",
+    "SqliteTaskStore",
     "StoreBusy",
     "StoreClosed",
     "StoreError",
@@ -95,6 +100,7 @@ __all__ = [
     "TaskRegistry",
     "TaskRun",
     "TaskSnapshot",
+    "TaskStore",
     "TaskStatus",
     "ThreadExecutor",
     "Timeout",

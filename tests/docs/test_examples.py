@@ -181,7 +181,7 @@ def test_buckets_shows_a_backlog_in_one_bucket_only() -> None:
 TESTED_ELSEWHERE = {
     "fastapi_app.py": "tests/embedding/test_fastapi.py",
     "aiohttp_app.py": "tests/embedding/test_aiohttp.py",
-    "third_party_store.py": "tests/stores",
+    "third_party_store.py": "tests/test_docs_examples_stores.py",
 }
 
 

@@ -1,0 +1,240 @@
+"""Write-through throughput of the stores vs raw batched inserts of the same rows.
+
+Each of N tasks goes through a full trajectory: ``create`` (pending, version 0)
+then four ``save(..., transitions=[t])`` calls (queued, starting, running,
+succeeded), issued concurrently from many asyncio tasks so group commit can
+work. Throughput is transitions per second. The baseline, in the same run,
+writes exactly the same rows with plain aiosqlite: pre-encoded tuples,
+``executemany`` in batched transactions, no compare-and-set bookkeeping.
+
+    python benchmarks/bench_store.py --n 10000 --concurrency 500
+
+PostgreSQL: ``benchmarks/bench_store_postgres.py`` reuses
+:func:`build_trajectories`, :func:`drive_store` and :func:`report`; this script
+runs it too when it exists and ``--postgres`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import importlib.util
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
+from chongming.stores.base import TaskStore
+from chongming.stores.sqlite import SqliteTaskStore
+from chongming.stores.sqlite.batch import INSERT_TASK, INSERT_TRANSITION, UPDATE_TASK
+from chongming.stores.sqlite.rows import snapshot_row, transition_row
+from chongming.stores.sqlite.schema import MIGRATIONS
+
+PATH = (TaskStatus.QUEUED, TaskStatus.STARTING, TaskStatus.RUNNING, TaskStatus.SUCCEEDED)
+T0 = datetime(2026, 10, 2, 8, 0, tzinfo=UTC)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Trajectory:
+    """The five snapshots of one task and the four transitions between them."""
+
+    snapshots: tuple[TaskSnapshot, ...]
+    transitions: tuple[Transition, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Result:
+    name: str
+    transitions: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.transitions / self.seconds
+
+
+def build_trajectories(n: int) -> list[Trajectory]:
+    trajectories = []
+    for i in range(n):
+        snapshot = TaskSnapshot(
+            task_id=f"bench-{i:06d}",
+            name="extract",
+            label=f"extract day {i}",
+            status=TaskStatus.PENDING,
+            status_version=0,
+            attempt=0,
+            max_attempts=3,
+            created_at=T0 + timedelta(microseconds=i),
+            updated_at=T0 + timedelta(microseconds=i),
+            bucket=i % 64,
+            bucket_key=f"tenant-{i % 64}",
+            tags=frozenset({"io"}),
+            owner="bench-node",
+            args=("2026-10-02", i),
+        )
+        snapshots = [snapshot]
+        transitions = []
+        for to in PATH:
+            at = snapshot.updated_at + timedelta(milliseconds=1)
+            transition = Transition(
+                task_id=snapshot.task_id,
+                version=snapshot.status_version + 1,
+                from_status=snapshot.status,
+                to_status=to,
+                at=at,
+                trigger="bench:step",
+                attempt=1,
+            )
+            snapshot = dataclasses.replace(
+                snapshot,
+                status=to,
+                status_version=transition.version,
+                attempt=1,
+                updated_at=at,
+                result=[f"part{j}" for j in range(3)] if to is TaskStatus.SUCCEEDED else None,
+            )
+            snapshots.append(snapshot)
+            transitions.append(transition)
+        trajectories.append(Trajectory(tuple(snapshots), tuple(transitions)))
+    return trajectories
+
+
+async def drive_store(
+    name: str, store: TaskStore, trajectories: list[Trajectory], concurrency: int
+) -> Result:
+    """Run every trajectory through ``store`` from ``concurrency`` asyncio tasks."""
+    queue = iter(trajectories)
+
+    async def worker() -> None:
+        for trajectory in queue:
+            first, *rest = trajectory.snapshots
+            await store.create(first)
+            previous = first
+            for snapshot, transition in zip(rest, trajectory.transitions, strict=True):
+                await store.save(
+                    snapshot, expect_version=previous.status_version, transitions=[transition]
+                )
+                previous = snapshot
+
+    started = time.perf_counter()
+    async with asyncio.TaskGroup() as group:
+        for _ in range(concurrency):
+            group.create_task(worker())
+    seconds = time.perf_counter() - started
+    return Result(name, 4 * len(trajectories), seconds)
+
+
+async def bench_sqlite_store(
+    directory: Path, trajectories: list[Trajectory], concurrency: int, max_batch: int
+) -> Result:
+    store = SqliteTaskStore(directory / "store.db", max_batch=max_batch)
+    async with store:
+        result = await drive_store("SqliteTaskStore", store, trajectories, concurrency)
+        for trajectory in trajectories[:: max(1, len(trajectories) // 50)]:
+            stored = await store.get(trajectory.snapshots[-1].task_id)
+            assert stored == trajectory.snapshots[-1], "the benchmark must write what it claims"
+    return result
+
+
+async def bench_sqlite_raw(directory: Path, trajectories: list[Trajectory], batch: int) -> Result:
+    """The same rows through plain aiosqlite: executemany in batched transactions."""
+    steps: list[list[tuple[str, list[tuple[Any, ...]]]]] = []
+    for start in range(0, len(trajectories), batch):
+        chunk = trajectories[start : start + batch]
+        steps.append([(INSERT_TASK, [snapshot_row(t.snapshots[0]) for t in chunk])])
+        for step in range(1, 5):
+            updates = []
+            for t in chunk:
+                row = snapshot_row(t.snapshots[step])
+                updates.append((*row[1:], row[0], step - 1))
+            transitions = [transition_row(t.transitions[step - 1]) for t in chunk]
+            steps.append([(UPDATE_TASK, updates), (INSERT_TRANSITION, transitions)])
+    async with aiosqlite.connect(directory / "raw.db", isolation_level=None) as conn:
+        await conn.execute("PRAGMA journal_mode = WAL")
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        for migration in MIGRATIONS:
+            for statement in migration.statements:
+                await conn.execute(statement)
+        started = time.perf_counter()
+        for statements in steps:
+            await conn.execute("BEGIN IMMEDIATE")
+            for sql, rows in statements:
+                await conn.executemany(sql, rows)
+            await conn.execute("COMMIT")
+        seconds = time.perf_counter() - started
+    return Result("raw aiosqlite executemany", 4 * len(trajectories), seconds)
+
+
+def report(store: Result, raw: Result) -> float:
+    ratio = store.rate / raw.rate
+    for result in (store, raw):
+        print(
+            f"  {result.name:<28} {result.transitions:>7} transitions"
+            f" in {result.seconds:6.2f} s = {result.rate:>9,.0f} transitions/s"
+        )
+    print(f"  ratio store/raw = {ratio:.2f}x (goal >= 0.5x)")
+    return ratio
+
+
+def best(results: list[Result]) -> Result:
+    return min(results, key=lambda result: result.seconds)
+
+
+async def run_sqlite(args: argparse.Namespace) -> float:
+    """Alternate baseline and store runs (a noisy machine hurts both alike); keep each best."""
+    trajectories = build_trajectories(args.n)
+    raws: list[Result] = []
+    stores: list[Result] = []
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="chongming-bench-") as directory:
+            raws.append(await bench_sqlite_raw(Path(directory), trajectories, args.batch))
+            stores.append(
+                await bench_sqlite_store(
+                    Path(directory), trajectories, args.concurrency, args.max_batch
+                )
+            )
+    print(
+        f"SQLite (WAL, synchronous=NORMAL), N={args.n} tasks, concurrency={args.concurrency},"
+        f" max_batch={args.max_batch}, best of {args.repeat}"
+    )
+    return report(best(stores), best(raws))
+
+
+def run_postgres(args: argparse.Namespace) -> None:
+    """The PostgreSQL half lives in bench_store_postgres.py (its ``main(argv)``)."""
+    path = Path(__file__).with_name("bench_store_postgres.py")
+    if not path.exists():
+        print("PostgreSQL: benchmarks/bench_store_postgres.py is not there; skipped")
+        return
+    spec = importlib.util.spec_from_file_location("bench_store_postgres", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    module.main(["--n", str(args.n), "--concurrency", str(args.concurrency)])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000, help="tasks (4 transitions each)")
+    parser.add_argument("--concurrency", type=int, default=1000, help="asyncio tasks writing")
+    parser.add_argument("--max-batch", type=int, default=500, help="store writes per txn")
+    parser.add_argument("--batch", type=int, default=1000, help="raw baseline tasks per txn")
+    parser.add_argument("--repeat", type=int, default=3, help="runs; the best of each is kept")
+    parser.add_argument("--postgres", action="store_true", help="also run the PostgreSQL half")
+    args = parser.parse_args(argv)
+    asyncio.run(run_sqlite(args))
+    if args.postgres:
+        run_postgres(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,439 @@
+"""``SqliteTaskStore``: the embedded default store, on aiosqlite.
+
+Two connections, each with its own aiosqlite thread, so the event loop never
+blocks on SQLite: a writer connection owned by the group-commit
+:class:`~chongming.stores.sqlite.writer.Writer` task, and a reader connection
+(WAL lets it read committed data while a write transaction is open, or while
+another process holds the write lock). ``":memory:"`` has one database per
+connection, so there the reader is the writer connection and an
+``asyncio.Lock`` keeps reads out of a batch's open transaction.
+
+The store clock (leases) is the process wall clock with a monotonic guard: it
+never goes backwards within one store, even if the system clock does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+import aiosqlite
+
+from chongming.errors import StoreClosed, StoreUnavailable
+from chongming.state.query import TaskQuery
+from chongming.state.records import Progress, TaskSnapshot, Transition
+from chongming.state.status import ACTIVE_STATUSES
+from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.stores.codec import encode_progress
+from chongming.stores.sqlite import rows as r
+from chongming.stores.sqlite.batch import (
+    AppendOp,
+    CommandOp,
+    CreateOp,
+    RenewOp,
+    SaveOp,
+    TouchOp,
+    WriteOp,
+)
+from chongming.stores.sqlite.errors import translate
+from chongming.stores.sqlite.files import prepare_database_file
+from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
+from chongming.stores.sqlite.writer import Writer
+
+__all__ = ["SqliteTaskStore"]
+
+_TASK_SELECT = f"SELECT {', '.join(r.TASK_COLUMNS)} FROM tasks"
+_ACTIVE = ", ".join(f"'{status.value}'" for status in sorted(ACTIVE_STATUSES))
+
+
+class SqliteTaskStore(TaskStore):
+    """A :class:`TaskStore` in one SQLite file (or ``":memory:"``).
+
+    ``busy_timeout`` (seconds) is how long a write waits for another
+    connection's lock before :class:`StoreBusy`. ``synchronous`` is SQLite's
+    durability setting: ``"normal"`` (the default; with WAL a committed
+    transaction survives a process kill, the last ones may be lost on power
+    loss) or ``"full"`` (fsync on every commit; survives power loss).
+    ``max_batch`` bounds how many queued writes share one transaction.
+
+    The database file is created with mode 0600 (its ``-wal``/``-shm`` inherit
+    it). A file written by a newer chongming is refused with
+    :class:`SchemaError` and left untouched.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        synchronous: Literal["normal", "full"] = "normal",
+        max_batch: int = 500,
+    ) -> None:
+        if synchronous not in ("normal", "full"):
+            raise ValueError(f"synchronous must be 'normal' or 'full', got {synchronous!r}")
+        if busy_timeout < 0:
+            raise ValueError(f"busy_timeout must not be negative, got {busy_timeout}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self._path = os.fspath(path)
+        self._memory = self._path == ":memory:"
+        self._where = f"SQLite database {self._path!r}"
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        self._max_batch = max_batch
+        self._open_lock = asyncio.Lock()
+        self._writer_conn: aiosqlite.Connection | None = None
+        self._reader_conn: aiosqlite.Connection | None = None
+        self._writer: Writer | None = None
+        self._writer_task: asyncio.Task[None] | None = None
+        self._read_gate: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        self._hint: asyncio.Event | None = None
+        self._last_now = 0
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("open" if self._writer else "not opened")
+        return f"<SqliteTaskStore {self._path!r} {state}>"
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def _now_micros(self) -> int:
+        """The store clock: wall time that never goes backwards within this store."""
+        now = time.time_ns() // 1000
+        if now < self._last_now:
+            return self._last_now
+        self._last_now = now
+        return now
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create the file (0600) if needed, switch to WAL, migrate, start the writer.
+
+        Raises :class:`StoreUnavailable` for a missing directory or read-only
+        location and :class:`SchemaError` for a newer schema. Cancellation
+        leaves the store closed-over-nothing: the next call opens again.
+        """
+        if self._closed:
+            raise StoreClosed(repr(self))
+        if self._writer is not None:
+            return
+        async with self._open_lock:
+            if self._closed:
+                raise StoreClosed(repr(self))
+            if self._writer is None:
+                await self._connect()
+
+    async def _connect(self) -> None:
+        connections: list[aiosqlite.Connection] = []
+        try:
+            if not self._memory:
+                await asyncio.to_thread(prepare_database_file, self._path)
+            writer_conn = await self._new_connection()
+            connections.append(writer_conn)
+            refuse_newer(await read_version(writer_conn), self._where)
+            if not self._memory:
+                rows = list(await writer_conn.execute_fetchall("PRAGMA journal_mode = WAL"))
+                if rows[0][0] != "wal":
+                    raise StoreUnavailable(
+                        f"{self._where}: cannot switch to WAL (journal_mode is {rows[0][0]!r})"
+                    )
+            await writer_conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
+            await migrate(writer_conn, self._where, self._now_micros())
+            if self._memory:
+                reader_conn = writer_conn
+                gate: contextlib.AbstractAsyncContextManager[Any] = asyncio.Lock()
+            else:
+                reader_conn = await self._new_connection()
+                connections.append(reader_conn)
+                await reader_conn.execute("PRAGMA query_only = ON")
+                gate = contextlib.nullcontext()
+        except sqlite3.Error as error:
+            await _close_all(connections)
+            raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
+        except BaseException:
+            await _close_all(connections)
+            raise
+        self._writer_conn = writer_conn
+        self._reader_conn = reader_conn
+        self._read_gate = gate
+        self._writer = Writer(
+            writer_conn,
+            where=self._where,
+            busy_timeout=self._busy_timeout,
+            clock=self._now_micros,
+            gate=gate,
+            on_command_submitted=self._wake_hint_waiters,
+            max_batch=self._max_batch,
+        )
+        self._writer_task = asyncio.create_task(
+            self._writer.run(), name=f"chongming-sqlite-writer {self._path}"
+        )
+
+    async def _new_connection(self) -> aiosqlite.Connection:
+        try:
+            return await aiosqlite.connect(
+                self._path, isolation_level=None, timeout=self._busy_timeout
+            )
+        except sqlite3.Error as error:
+            raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
+
+    async def close(self) -> None:
+        """Finish queued writes, stop the writer, close both connections. Idempotent.
+
+        Cancellation: if ``close()`` itself is cancelled, the writer is cancelled
+        (writes in flight then have an unknown outcome) and the connections are
+        closed without waiting.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._wake_hint_waiters()
+        writer, task = self._writer, self._writer_task
+        connections = [c for c in (self._writer_conn, self._reader_conn) if c is not None]
+        connections = list(dict.fromkeys(connections))
+        self._writer = self._writer_task = None
+        self._writer_conn = self._reader_conn = None
+        if writer is None or task is None:
+            await _close_all(connections)
+            return
+        writer.request_stop()
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            writer.fail_leftovers()
+            for conn in connections:
+                conn.stop()
+            raise
+        writer.fail_leftovers()
+        await _close_all(connections)
+
+    # -- plumbing ------------------------------------------------------------
+
+    async def _write(self, op: WriteOp) -> Any:
+        if self._writer is None:
+            await self.open()
+        writer = self._writer
+        if writer is None or self._closed:
+            raise StoreClosed(repr(self))
+        writer.submit(op)
+        return await op.future
+
+    def _future(self) -> asyncio.Future[Any]:
+        if self._closed:
+            raise StoreClosed(repr(self))
+        return asyncio.get_running_loop().create_future()
+
+    async def _read(self, sql: str, params: Sequence[Any] = ()) -> Iterable[Any]:
+        if self._writer is None:
+            await self.open()
+        conn = self._reader_conn
+        if conn is None or self._closed:
+            raise StoreClosed(repr(self))
+        try:
+            async with self._read_gate:
+                return await conn.execute_fetchall(sql, params)
+        except sqlite3.Error as error:
+            raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
+        except ValueError as error:  # aiosqlite: "Connection closed" (closed concurrently)
+            raise StoreClosed(repr(self)) from error
+
+    # -- snapshots -----------------------------------------------------------
+
+    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        future = self._future()
+        op = CreateOp(
+            future=future,
+            task_id=snapshot.task_id,
+            row=r.snapshot_row(snapshot),
+            transitions=[r.transition_row(t) for t in transitions],
+        )
+        await self._write(op)
+
+    async def save(
+        self,
+        snapshot: TaskSnapshot,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        future = self._future()
+        op = SaveOp(
+            future=future,
+            task_id=snapshot.task_id,
+            expect_version=expect_version,
+            new_version=snapshot.status_version,
+            row=r.snapshot_row(snapshot),
+            transitions=[r.transition_row(t) for t in transitions],
+        )
+        await self._write(op)
+
+    async def get(self, task_id: str) -> TaskSnapshot | None:
+        for row in await self._read(f"{_TASK_SELECT} WHERE task_id = ?", (task_id,)):
+            return r.snapshot_from_row(row)
+        return None
+
+    async def query(self, query: TaskQuery) -> list[TaskSnapshot]:
+        where: list[str] = []
+        params: list[Any] = []
+        if query.statuses is not None:
+            where.append("status IN (SELECT value FROM json_each(?))")
+            params.append(r.dump(sorted(s.value for s in query.statuses)))
+        if query.tag is not None:
+            where.append("EXISTS (SELECT 1 FROM json_each(tasks.tags) AS t WHERE t.value = ?)")
+            params.append(query.tag)
+        if query.bucket is not None:
+            where.append("bucket = ?")
+            params.append(query.bucket)
+        if query.buckets is not None:
+            where.append("bucket IN (SELECT value FROM json_each(?))")
+            params.append(r.dump(sorted(query.buckets)))
+        if query.name is not None:
+            where.append("name = ?")
+            params.append(query.name)
+        if query.owner is not None:
+            where.append("owner = ?")
+            params.append(query.owner)
+        sql = _TASK_SELECT
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, task_id"
+        if query.limit is not None:
+            sql += " LIMIT ?"
+            params.append(query.limit)
+        return [r.snapshot_from_row(row) for row in await self._read(sql, params)]
+
+    # -- history -------------------------------------------------------------
+
+    async def append(self, transitions: Sequence[Transition]) -> None:
+        future = self._future()
+        if not transitions:
+            future.cancel()
+            return
+        await self._write(
+            AppendOp(future=future, transitions=[r.transition_row(t) for t in transitions])
+        )
+
+    async def history(self, task_id: str) -> list[Transition]:
+        rows = await self._read(
+            f"SELECT {', '.join(r.TRANSITION_COLUMNS)} FROM transitions"
+            " WHERE task_id = ? ORDER BY version",
+            (task_id,),
+        )
+        return [r.transition_from_row(row) for row in rows]
+
+    # -- hot path ------------------------------------------------------------
+
+    async def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat: datetime | None = None,
+    ) -> None:
+        future = self._future()
+        op = TouchOp(
+            future=future,
+            task_id=task_id,
+            progress=encode_progress(progress),
+            heartbeat=None if heartbeat is None else r.to_micros(heartbeat),
+        )
+        await self._write(op)
+
+    # -- commands ------------------------------------------------------------
+
+    async def submit_command(self, command: Command) -> None:
+        future = self._future()
+        await self._write(CommandOp(future=future, action="submit", params=r.command_row(command)))
+
+    async def claim_commands(
+        self, owner: str, *, lease_seconds: float, limit: int = 100
+    ) -> list[Command]:
+        future = self._future()
+        lease = round(lease_seconds * 1_000_000)
+        claimed: list[Command] = await self._write(
+            CommandOp(future=future, action="claim", params=(owner, lease, limit))
+        )
+        return claimed
+
+    async def complete_command(self, command_id: str, owner: str) -> bool:
+        future = self._future()
+        done: bool = await self._write(
+            CommandOp(future=future, action="complete", params=(command_id, owner))
+        )
+        return done
+
+    async def release_command(self, command_id: str, owner: str) -> bool:
+        future = self._future()
+        released: bool = await self._write(
+            CommandOp(future=future, action="release", params=(command_id, owner))
+        )
+        return released
+
+    def _wake_hint_waiters(self) -> None:
+        if self._hint is not None:
+            self._hint.set()
+            self._hint = None
+
+    async def wait_command_hint(self) -> None:
+        """Return when this process submits a command (other processes: poll)."""
+        if self._closed:
+            raise StoreClosed(repr(self))
+        if self._hint is None:
+            self._hint = asyncio.Event()
+        await self._hint.wait()
+        if self._closed:
+            raise StoreClosed(repr(self))
+
+    # -- supervisor leases ---------------------------------------------------
+
+    async def renew_leases(
+        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
+    ) -> None:
+        future = self._future()
+        op = RenewOp(
+            future=future,
+            owner=owner,
+            task_ids=tuple(task_ids),
+            ttl_micros=round(ttl_seconds * 1_000_000),
+        )
+        await self._write(op)
+
+    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
+        if self._closed:
+            raise StoreClosed(repr(self))
+        sql = (
+            f"SELECT {', '.join(r.TASK_COLUMNS)}, lease_owner, lease_expires_at FROM tasks"
+            f" WHERE status IN ({_ACTIVE})"
+            " AND (lease_expires_at IS NULL OR lease_expires_at <= ?)"
+        )
+        params: list[Any] = [self._now_micros()]
+        if buckets is not None:
+            sql += " AND bucket IN (SELECT value FROM json_each(?))"
+            params.append(r.dump(sorted(buckets)))
+        sql += " ORDER BY created_at, task_id"
+        found = []
+        for row in await self._read(sql, params):
+            expires = row[-1]
+            found.append(
+                ExpiredLease(
+                    snapshot=r.snapshot_from_row(row),
+                    lease_owner=row[-2],
+                    lease_expires_at=None if expires is None else r.from_micros(expires),
+                )
+            )
+        return found
+
+
+async def _close_all(connections: Iterable[aiosqlite.Connection]) -> None:
+    for conn in connections:
+        with contextlib.suppress(sqlite3.Error, ValueError):
+            await conn.close()

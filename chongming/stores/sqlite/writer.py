@@ -1,0 +1,270 @@
+"""The group-commit writer: one task, one connection, one transaction per batch.
+
+Callers enqueue a write op and await its future. The writer takes everything
+queued (up to ``max_batch``), opens ``BEGIN IMMEDIATE`` (so ``busy_timeout``
+applies; a DEFERRED read-then-write would fail at once with
+SQLITE_BUSY_SNAPSHOT), reads the stored versions of the tasks the batch names,
+plans the batch (:mod:`.batch`), executes it in a few ``executemany`` calls
+and commits. Each caller then gets its own result or error: a lost
+compare-and-set fails only its own caller.
+
+Failure handling:
+
+- busy / full / unavailable: the transaction is rolled back and every op of
+  the batch gets that error (nothing of the batch was written);
+- any other error (a bug, a constraint we did not expect): the batch is rolled
+  back and each op is retried alone, so one bad write cannot fail the others.
+
+Cancellation: a caller cancelled before its batch starts is dropped; one
+cancelled while its batch runs does not stop the batch (its outcome is then
+unknown to it, as the port says: re-read). The writer task itself is only
+cancelled by ``close()`` when a graceful close is itself cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import aiosqlite
+
+from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
+from chongming.stores.sqlite.batch import (
+    INSERT_TRANSITION,
+    CommandOp,
+    CreateOp,
+    SaveOp,
+    WriteOp,
+    plan_batch,
+)
+from chongming.stores.sqlite.errors import translate
+from chongming.stores.sqlite.rows import COMMAND_COLUMNS, command_from_row, dump
+
+__all__ = ["Writer"]
+
+_WHOLE_BATCH_ERRORS = (StoreBusy, StoreFull, StoreUnavailable, SchemaError)
+
+_INSERT_COMMAND = (
+    f"INSERT OR IGNORE INTO commands ({', '.join(COMMAND_COLUMNS)})"
+    f" VALUES ({', '.join('?' * len(COMMAND_COLUMNS))})"
+)
+_CLAIM_COMMANDS = (
+    "UPDATE commands SET claimed_by = ?, lease_expires_at = ? WHERE command_id IN ("
+    " SELECT command_id FROM commands WHERE completed_at IS NULL"
+    " AND (target_owner IS NULL OR target_owner = ?)"
+    " AND (claimed_by IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?)"
+    " ORDER BY created_at, command_id LIMIT ?)"
+    f" RETURNING {', '.join(COMMAND_COLUMNS)}"
+)
+_COMPLETE_COMMAND = (
+    "UPDATE commands SET completed_at = ?, lease_expires_at = NULL"
+    " WHERE command_id = ? AND claimed_by = ? AND completed_at IS NULL"
+)
+_RELEASE_COMMAND = (
+    "UPDATE commands SET claimed_by = NULL, lease_expires_at = NULL"
+    " WHERE command_id = ? AND claimed_by = ? AND completed_at IS NULL"
+)
+_VERSIONS = (
+    "SELECT task_id, status_version FROM tasks WHERE task_id IN (SELECT value FROM json_each(?))"
+)
+
+
+class _Inconsistent(Exception):
+    """A statement changed another number of rows than the plan said."""
+
+
+class Writer:
+    """Owns the write connection; see the module docstring."""
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        where: str,
+        busy_timeout: float,
+        clock: Callable[[], int],
+        gate: AbstractAsyncContextManager[Any],
+        on_command_submitted: Callable[[], None],
+        max_batch: int = 1000,
+    ) -> None:
+        self._conn = conn
+        self._where = where
+        self._busy_timeout = busy_timeout
+        self._clock = clock
+        self._gate = gate
+        self._on_command_submitted = on_command_submitted
+        self._max_batch = max_batch
+        self._pending: list[WriteOp] = []
+        self._in_flight: list[WriteOp] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self.batches = 0
+        self.ops = 0
+
+    # -- caller side ---------------------------------------------------------
+
+    def submit(self, op: WriteOp) -> None:
+        self._pending.append(op)
+        self._wake.set()
+
+    def request_stop(self) -> None:
+        """Finish what is queued, then return from :meth:`run`."""
+        self._stopping = True
+        self._wake.set()
+
+    def fail_leftovers(self) -> None:
+        """After the task ended: nobody will run these ops any more."""
+        for op in self._in_flight:
+            _fail(
+                op,
+                StoreError(
+                    f"{self._where}: the store was closed while this write was in flight;"
+                    " its outcome is unknown, re-read to find out"
+                ),
+            )
+        for op in self._pending:
+            _fail(op, StoreError(f"{self._where}: the store was closed before this write ran"))
+        self._in_flight = []
+        self._pending = []
+
+    # -- the task ------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            if not self._pending:
+                if self._stopping:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            batch = self._pending[: self._max_batch]
+            del self._pending[: self._max_batch]
+            live = [op for op in batch if not op.future.done()]
+            if live:
+                self._in_flight = live
+                await self._commit(live)
+                self._in_flight = []
+
+    async def _commit(self, ops: list[WriteOp]) -> None:
+        try:
+            async with self._gate:
+                await self._apply(ops)
+        except _WHOLE_BATCH_ERRORS as error:
+            for op in ops:
+                # One instance per caller: a shared exception would collect every traceback.
+                _fail(op, type(error)(*error.args))
+        except (StoreError, _Inconsistent, sqlite3.Error) as error:
+            if len(ops) == 1:
+                _fail(ops[0], self._as_store_error(error))
+                return
+            for op in ops:
+                # One by one: a single bad write must not fail its neighbours.
+                await self._commit([op])
+        except Exception as error:  # a bug in planning must not kill the writer
+            for op in ops:
+                _fail(op, StoreError(f"{self._where}: internal error in the writer: {error!r}"))
+
+    def _as_store_error(self, error: Exception) -> StoreError:
+        if isinstance(error, StoreError):
+            return error
+        if isinstance(error, sqlite3.Error):
+            return translate(error, where=self._where, busy_timeout=self._busy_timeout)
+        return StoreError(f"{self._where}: {error}")
+
+    async def _apply(self, ops: list[WriteOp]) -> None:
+        try:
+            await self._transaction(ops, optimistic=True)
+        except _Inconsistent:
+            # Some write conflicts with the database: plan again from the stored versions.
+            await self._transaction(ops, optimistic=False)
+
+    async def _transaction(self, ops: list[WriteOp], *, optimistic: bool) -> None:
+        conn = self._conn
+        try:
+            await conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
+        try:
+            now = self._clock()
+            versions = None if optimistic else await self._read_versions(ops)
+            plan = plan_batch(ops, versions, now)
+            for phase in plan.phases:
+                try:
+                    cursor = await conn.executemany(phase.sql, phase.rows)
+                except sqlite3.IntegrityError as error:
+                    if optimistic:  # a create of an id that exists: re-plan
+                        raise _Inconsistent(str(error)) from None
+                    raise
+                if phase.checked and cursor.rowcount != len(phase.rows):
+                    raise _Inconsistent(f"{phase.sql!r}: {cursor.rowcount} of {len(phase.rows)}")
+            if plan.transitions:
+                await conn.executemany(INSERT_TRANSITION, plan.transitions)
+            results = {id(op): await self._run_command(op, now) for op in plan.commands}
+            await conn.execute("COMMIT")
+        except BaseException as error:
+            await self._rollback()
+            if isinstance(error, sqlite3.Error):
+                raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
+            raise
+        self.batches += 1
+        self.ops += len(ops)
+        submitted = False
+        for op in ops:
+            failure = plan.errors.get(id(op))
+            if failure is not None:
+                _fail(op, failure)
+            else:
+                _succeed(op, results.get(id(op)))
+                submitted = submitted or (isinstance(op, CommandOp) and op.action == "submit")
+        if submitted:
+            self._on_command_submitted()
+
+    async def _rollback(self) -> None:
+        if not self._conn.in_transaction:
+            return  # SQLite already rolled back (it does for some FULL/BUSY/IOERR errors)
+        try:
+            await self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            # The transaction is gone either way; the connection stays usable.
+            pass
+
+    async def _read_versions(self, ops: list[WriteOp]) -> dict[str, int]:
+        ids = {op.task_id for op in ops if isinstance(op, CreateOp | SaveOp)}
+        if not ids:
+            return {}
+        rows = await self._conn.execute_fetchall(_VERSIONS, (dump(sorted(ids)),))
+        return {row[0]: row[1] for row in rows}
+
+    async def _run_command(self, op: CommandOp, now: int) -> Any:
+        conn = self._conn
+        if op.action == "submit":
+            await conn.execute(_INSERT_COMMAND, op.params)
+            return None
+        if op.action == "claim":
+            owner, lease_micros, limit = op.params
+            rows = await conn.execute_fetchall(
+                _CLAIM_COMMANDS, (owner, now + lease_micros, owner, now, limit)
+            )
+            claimed = [command_from_row(row) for row in rows]
+            claimed.sort(key=lambda c: (c.created_at, c.command_id))
+            return claimed
+        if op.action == "complete":
+            cursor = await conn.execute(_COMPLETE_COMMAND, (now, *op.params))
+            return cursor.rowcount == 1
+        if op.action == "release":
+            cursor = await conn.execute(_RELEASE_COMMAND, op.params)
+            return cursor.rowcount == 1
+        raise TypeError(f"unknown command action {op.action!r}")
+
+
+def _succeed(op: WriteOp, result: Any) -> None:
+    if not op.future.done():
+        op.future.set_result(result)
+
+
+def _fail(op: WriteOp, error: BaseException) -> None:
+    if not op.future.done():
+        op.future.set_exception(error)

@@ -1,0 +1,114 @@
+"""A third-party TaskStore that passes chongming's store contract.
+
+``JournalingStore`` keeps its data in an ``InMemoryTaskStore`` and records
+every write in a journal (think: a store that mirrors writes to an audit log).
+Any backend is checked the same way: subclass ``StoreContract`` and implement
+``make_store()``. In your test suite::
+
+    from third_party_store import JournalingStoreContract
+
+    class TestJournalingStore(JournalingStoreContract):
+        pass
+
+Run this file to see the store work: ``python docs/examples/third_party_store.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Sequence
+from datetime import datetime
+
+from chongming.state.query import TaskQuery
+from chongming.state.records import Progress, TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
+from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.stores.memory import InMemoryTaskStore
+from chongming.testing.store_contract import StoreContract, make_snapshot, next_step
+
+
+class JournalingStore(TaskStore):
+    """Delegates to an in-memory store and journals every successful write."""
+
+    def __init__(self) -> None:
+        self._inner = InMemoryTaskStore()
+        self.journal: list[str] = []
+
+    async def open(self) -> None:
+        await self._inner.open()
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        await self._inner.create(snapshot, transitions)
+        self.journal.append(f"create {snapshot.task_id} v{snapshot.status_version}")
+
+    async def save(
+        self, snapshot: TaskSnapshot, expect_version: int, transitions: Sequence[Transition] = ()
+    ) -> None:
+        await self._inner.save(snapshot, expect_version, transitions)
+        self.journal.append(
+            f"save {snapshot.task_id} v{expect_version}->v{snapshot.status_version}"
+        )
+
+    async def get(self, task_id: str) -> TaskSnapshot | None:
+        return await self._inner.get(task_id)
+
+    async def query(self, query: TaskQuery) -> list[TaskSnapshot]:
+        return await self._inner.query(query)
+
+    async def append(self, transitions: Sequence[Transition]) -> None:
+        await self._inner.append(transitions)
+        self.journal.extend(f"append {t.task_id} v{t.version}" for t in transitions)
+
+    async def history(self, task_id: str) -> list[Transition]:
+        return await self._inner.history(task_id)
+
+    async def touch(
+        self, task_id: str, *, progress: Progress | None = None, heartbeat: datetime | None = None
+    ) -> None:
+        await self._inner.touch(task_id, progress=progress, heartbeat=heartbeat)
+
+    async def submit_command(self, command: Command) -> None:
+        await self._inner.submit_command(command)
+        self.journal.append(f"command {command.kind} {command.task_id}")
+
+    async def claim_commands(
+        self, owner: str, *, lease_seconds: float, limit: int = 100
+    ) -> list[Command]:
+        return await self._inner.claim_commands(owner, lease_seconds=lease_seconds, limit=limit)
+
+    async def complete_command(self, command_id: str, owner: str) -> bool:
+        return await self._inner.complete_command(command_id, owner)
+
+    async def release_command(self, command_id: str, owner: str) -> bool:
+        return await self._inner.release_command(command_id, owner)
+
+    async def renew_leases(
+        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
+    ) -> None:
+        await self._inner.renew_leases(owner, task_ids, ttl_seconds=ttl_seconds)
+
+    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
+        return await self._inner.expired_leases(buckets=buckets)
+
+
+class JournalingStoreContract(StoreContract):
+    """The contract, bound to ``JournalingStore``; a test module subclasses it as ``Test*``."""
+
+    async def make_store(self) -> TaskStore:
+        return JournalingStore()
+
+
+async def main() -> None:
+    async with JournalingStore() as store:
+        snapshot = make_snapshot("job-1", label="导出 2026-10-02")
+        await store.create(snapshot)
+        queued, transition = next_step(snapshot, TaskStatus.QUEUED)
+        await store.save(queued, expect_version=0, transitions=[transition])
+        print("\n".join(store.journal))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

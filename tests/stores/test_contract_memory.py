@@ -1,0 +1,66 @@
+"""The store contract against the in-memory reference store, on a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from chongming.stores.base import TaskStore
+from chongming.stores.memory import InMemoryTaskStore
+from chongming.testing.store_contract import StoreContract, make_snapshot
+
+
+class ManualClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 10, 2, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class TestInMemoryContract(StoreContract):
+    # On a fake clock a long lease is as safe as a short one: only advance() moves time.
+    wait_timeout = 0.5
+
+    async def make_store(self) -> TaskStore:
+        self.clock = ManualClock()
+        return InMemoryTaskStore(clock=self.clock)
+
+    async def advance_clock(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+
+async def test_wait_command_hint_wakes_on_submit() -> None:
+    from chongming.stores.base import Command, CommandKind
+
+    store = InMemoryTaskStore()
+    waiter = asyncio.create_task(store.wait_command_hint())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    await store.submit_command(
+        Command(command_id="c", task_id="t", kind=CommandKind.STOP, created_at=datetime.now(UTC))
+    )
+    await asyncio.wait_for(waiter, timeout=1)
+    second = asyncio.create_task(store.wait_command_hint())
+    await asyncio.sleep(0)
+    assert not second.done(), "the event is replaced after each wake"
+    await store.close()
+    await asyncio.wait_for(asyncio.gather(second, return_exceptions=True), timeout=1)
+
+
+async def test_lease_expiry_follows_the_injected_clock() -> None:
+    clock = ManualClock()
+    store = InMemoryTaskStore(clock=clock)
+    await store.create(make_snapshot("t"))
+    await store.renew_leases("node", ["t"], ttl_seconds=10)
+    assert await store.expired_leases() == []
+    clock.advance(9.999)
+    assert await store.expired_leases() == []
+    clock.advance(0.001)
+    (lease,) = await store.expired_leases()
+    assert lease.lease_expires_at == clock.now

@@ -1,0 +1,25 @@
+"""The store contract against SQLite: a file in a temporary directory, and ``:memory:``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chongming.stores.base import TaskStore
+from chongming.stores.sqlite import SqliteTaskStore
+from chongming.testing.store_contract import StoreContract
+
+
+class TestSqliteFileContract(StoreContract):
+    @pytest.fixture(autouse=True)
+    def _directory(self, tmp_path: Path) -> None:
+        self.directory = tmp_path
+
+    async def make_store(self) -> TaskStore:
+        return SqliteTaskStore(self.directory / "tasks.db")
+
+
+class TestSqliteMemoryContract(StoreContract):
+    async def make_store(self) -> TaskStore:
+        return SqliteTaskStore(":memory:")

@@ -1,0 +1,154 @@
+"""Multi-process proofs on one SQLite file, with real OS processes (every wait bounded)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from chongming.errors import StoreBusy
+from chongming.state.status import TaskStatus
+from chongming.stores.sqlite import SqliteTaskStore
+from chongming.testing.store_contract import make_snapshot, next_step
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT = 20.0  # generous bound for a process to start and answer on a loaded machine
+
+SAVE_ONCE = """
+import asyncio, sys
+from chongming.errors import VersionConflict
+from chongming.state.status import TaskStatus
+from chongming.stores.sqlite import SqliteTaskStore
+from chongming.testing.store_contract import next_step
+
+async def main(path, name):
+    async with SqliteTaskStore(path, busy_timeout=10) as store:
+        snapshot = await store.get("t")
+        new, transition = next_step(snapshot, TaskStatus.QUEUED, owner=name)
+        print("ready", flush=True)
+        sys.stdin.readline()  # the starting gun: everyone saves at once
+        try:
+            await store.save(new, 0, [transition])
+        except VersionConflict:
+            print("conflict", flush=True)
+        else:
+            print("won", flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+HOLD_LOCK = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("ROLLBACK")
+print("released", flush=True)
+conn.close()
+"""
+
+
+@contextlib.asynccontextmanager
+async def spawn(script: str, *args: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        await asyncio.wait_for(process.communicate(), timeout=WAIT)
+
+
+async def read_line(process: asyncio.subprocess.Process) -> str:
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), timeout=WAIT)
+    if not line:
+        assert process.stderr is not None
+        error = await asyncio.wait_for(process.stderr.read(), timeout=WAIT)
+        raise AssertionError(f"child ended early: {error.decode(errors='replace')}")
+    return line.decode().strip()
+
+
+@pytest.mark.slow
+async def test_concurrent_saves_from_processes_have_exactly_one_winner(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    async with SqliteTaskStore(path) as store:
+        await store.create(make_snapshot("t"))
+    names = [f"node-{i}" for i in range(6)]
+    async with contextlib.AsyncExitStack() as stack:
+        processes = [await stack.enter_async_context(spawn(SAVE_ONCE, str(path), n)) for n in names]
+        assert [await read_line(p) for p in processes] == ["ready"] * len(names)
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write(b"go\n")
+        await asyncio.gather(*(p.stdin.drain() for p in processes if p.stdin is not None))
+        outcomes = [await read_line(p) for p in processes]
+    assert sorted(outcomes) == ["conflict"] * (len(names) - 1) + ["won"]
+    winner = names[outcomes.index("won")]
+    async with SqliteTaskStore(path) as store:
+        stored = await store.get("t")
+        assert stored is not None
+        assert (stored.owner, stored.status_version) == (winner, 1)
+        (transition,) = await store.history("t")
+        assert transition.to_status is TaskStatus.QUEUED
+
+
+@pytest.mark.slow
+async def test_a_short_foreign_lock_is_waited_out(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    async with SqliteTaskStore(path, busy_timeout=5.0) as store:
+        snapshot = make_snapshot("t")
+        await store.create(snapshot)
+        queued, transition = next_step(snapshot, TaskStatus.QUEUED)
+        async with spawn(HOLD_LOCK, str(path), "1.5") as holder:
+            assert await read_line(holder) == "locked"
+            started = time.monotonic()
+            assert await store.get("t") == snapshot, "WAL readers are not blocked by the lock"
+            await store.save(queued, 0, [transition])
+            waited = time.monotonic() - started
+            assert await read_line(holder) == "released"
+        assert waited > 0.5, "the write really waited for the other process"
+        assert await store.get("t") == queued
+        assert await store.history("t") == [transition]
+
+
+@pytest.mark.slow
+async def test_a_lock_held_past_the_busy_timeout_is_store_busy(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    async with SqliteTaskStore(path, busy_timeout=0.5) as store:
+        snapshot = make_snapshot("t")
+        await store.create(snapshot)
+        queued, transition = next_step(snapshot, TaskStatus.QUEUED)
+        async with spawn(HOLD_LOCK, str(path), "2.0") as holder:
+            assert await read_line(holder) == "locked"
+            started = time.monotonic()
+            with pytest.raises(StoreBusy, match="busy timeout"):
+                await store.save(queued, 0, [transition])
+            assert time.monotonic() - started < 1.9, "gave up at the busy timeout, not the release"
+            assert await store.get("t") == snapshot, "nothing half-applied"
+            assert await store.history("t") == []
+            assert await read_line(holder) == "released"
+            released = time.monotonic()
+            await store.save(queued, 0, [transition])
+            assert time.monotonic() - released < 1.0, "recovers as soon as the lock is gone"
+        assert await store.get("t") == queued
+        assert await store.history("t") == [transition]
