@@ -7,7 +7,7 @@ never needs them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chongming.blocking import BlockingController as BlockingController
 from chongming.blocking import BlockingTaskRun as BlockingTaskRun
@@ -60,6 +60,9 @@ from chongming.task_api import TaskContext as TaskContext
 from chongming.task_api import TaskRegistry as TaskRegistry
 from chongming.task_api import task as task
 
+if TYPE_CHECKING:
+    from chongming.stores.postgres import PostgresTaskStore as PostgresTaskStore
+
 __all__ = [
     "AdmissionStateError",
     "BlockingController",
@@ -84,6 +87,7 @@ __all__ = [
     "InvalidTransition",
     "Outcome",
     "PayloadError",
+    "PostgresTaskStore",
     "Progress",
     "RetryPolicy",
     "SchemaError",

@@ -1,0 +1,262 @@
+"""SQL statements of the PostgreSQL store, built once per schema.
+
+Every write of a snapshot (create, compare-and-set save, touch, append) is
+one statement (:attr:`Statements.write`) so that a single call is a single
+round trip, and a batch of them is one set-based statement in one
+implicit transaction (group commit). Conflicts never raise inside the
+statement (``ON CONFLICT DO NOTHING``, a CAS ``WHERE``), so one caller's
+conflict cannot abort the batch of others; the returned row tells each
+caller what happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from chongming.state.query import TaskQuery
+from chongming.state.status import TERMINAL_STATUSES
+from chongming.stores.postgres.schema import quote_schema
+
+__all__ = ["SNAPSHOT_COLUMNS", "Statements"]
+
+SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("task_id", "text"),
+    ("name", "text"),
+    ("label", "text"),
+    ("status", "text"),
+    ("status_version", "int"),
+    ("attempt", "int"),
+    ("max_attempts", "int"),
+    ("bucket", "int"),
+    ("bucket_key", "text"),
+    ("tags", "text[]"),
+    ("priority", "int"),
+    ("owner", "text"),
+    ("created_at", "timestamptz"),
+    ("updated_at", "timestamptz"),
+    ("queued_at", "timestamptz"),
+    ("started_at", "timestamptz"),
+    ("finished_at", "timestamptz"),
+    ("last_heartbeat_at", "timestamptz"),
+    ("progress", "jsonb"),
+    ("failure", "jsonb"),
+    ("result", "jsonb"),
+    ("args", "jsonb"),
+    ("kwargs", "jsonb"),
+)
+_TRANSITION_COLUMNS = (
+    ("task_id", "text"),
+    ("version", "int"),
+    ("from_status", "text"),
+    ("to_status", "text"),
+    ("at", "timestamptz"),
+    ("trigger", "text"),
+    ("actor", "text"),
+    ("reason", "text"),
+    ("attempt", "int"),
+)
+_SELECT_TASK = ", ".join(
+    [name for name, _ in SNAPSHOT_COLUMNS] + ["lease_owner", "lease_expires_at"]
+)
+_COMMAND_COLUMNS = (
+    "command_id, task_id, kind, created_at, actor, reason, target_owner,"
+    " claimed_by, lease_expires_at"
+)
+_TERMINAL = ", ".join(f"'{status.value}'" for status in sorted(TERMINAL_STATUSES))
+
+
+def _input_kind(name: str, kind: str) -> str:
+    # Tags are a text[] per task; arrays of arrays must be rectangular, so each
+    # task's tags travel as one JSON array and are unpacked on the server.
+    return "jsonb" if name == "tags" else kind
+
+
+def _value(name: str, prefix: str) -> str:
+    if name == "tags":
+        return f"ARRAY(SELECT jsonb_array_elements_text({prefix}tags))"
+    return f"{prefix}{name}"
+
+
+def _write_statement(s: str) -> str:
+    """One statement for a whole batch of writes (each task at most once per batch).
+
+    Input: one array per column, element ``k`` belonging to write ``k``
+    (``mode`` is create / save / touch / append); transitions as arrays too,
+    linked to their write by its ordinal. Output: one row per write, in order:
+    whether it applied, and the version the task had before the statement.
+    """
+    columns = [("mode", "text"), ("expect", "int")] + [
+        (name, _input_kind(name, kind)) for name, kind in SNAPSHOT_COLUMNS
+    ]
+    arrays = ", ".join(f"${i + 1}::{kind}[]" for i, (_, kind) in enumerate(columns))
+    aliases = ", ".join(name for name, _ in columns)
+    first = len(columns) + 1
+    transition_arrays = ", ".join(
+        [f"${first}::bigint[]"]
+        + [f"${first + 1 + i}::{kind}[]" for i, (_, kind) in enumerate(_TRANSITION_COLUMNS)]
+    )
+    transition_aliases = ", ".join(name for name, _ in _TRANSITION_COLUMNS)
+    names = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
+    values = ", ".join(_value(name, "") for name, _ in SNAPSHOT_COLUMNS)
+    assignments = ", ".join(
+        f"{name} = {_value(name, 'i.')}" for name, _ in SNAPSHOT_COLUMNS if name != "task_id"
+    )
+    selected = ", ".join(f"tr.{name}" for name, _ in _TRANSITION_COLUMNS)
+    return f"""
+WITH input AS (
+    SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({aliases}, ord)
+), created AS (
+    INSERT INTO {s}.tasks ({names})
+    SELECT {values} FROM input WHERE mode = 'create'
+    ON CONFLICT (task_id) DO NOTHING
+    RETURNING task_id
+), saved AS (
+    UPDATE {s}.tasks AS t SET {assignments}
+    FROM input AS i
+    WHERE i.mode = 'save' AND t.task_id = i.task_id AND t.status_version = i.expect
+    RETURNING t.task_id
+), touched AS (
+    UPDATE {s}.tasks AS t SET
+        progress = COALESCE(i.progress, t.progress),
+        last_heartbeat_at = COALESCE(i.last_heartbeat_at, t.last_heartbeat_at)
+    FROM input AS i
+    WHERE i.mode = 'touch' AND t.task_id = i.task_id
+    RETURNING t.task_id
+), applied AS (
+    SELECT task_id FROM created
+    UNION ALL SELECT task_id FROM saved
+    UNION ALL SELECT task_id FROM touched
+), appended AS (
+    INSERT INTO {s}.transitions ({transition_aliases})
+    SELECT {selected}
+    FROM unnest({transition_arrays}) AS tr(ord, {transition_aliases})
+    JOIN input AS i ON i.ord = tr.ord
+    WHERE i.mode = 'append' OR i.task_id IN (SELECT task_id FROM applied)
+    ON CONFLICT (task_id, version) DO NOTHING
+    RETURNING 1
+)
+SELECT i.ord,
+       COALESCE(i.task_id IN (SELECT task_id FROM applied), false) AS applied,
+       t.status_version AS current
+FROM input AS i LEFT JOIN {s}.tasks AS t ON t.task_id = i.task_id
+ORDER BY i.ord
+"""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement the store sends, for one schema."""
+
+    schema: str
+    quoted: str
+    write: str
+    get: str
+    version: str
+    history: str
+    history_versions: str
+    insert_command: str
+    get_command: str
+    claim: str
+    claimed_with_token: str
+    complete: str
+    release: str
+    renew: str
+    expired_all: str
+    expired_in_buckets: str
+
+    @classmethod
+    def for_schema(cls, schema: str) -> Statements:
+        s = quote_schema(schema)
+        expired = (
+            f"SELECT {_SELECT_TASK} FROM {s}.tasks WHERE status NOT IN ({_TERMINAL})"
+            " AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())"
+        )
+        order = ' ORDER BY created_at, task_id COLLATE "C"'
+        return cls(
+            schema=schema,
+            quoted=s,
+            write=_write_statement(s),
+            get=f"SELECT {_SELECT_TASK} FROM {s}.tasks WHERE task_id = $1",
+            version=f"SELECT status_version FROM {s}.tasks WHERE task_id = $1",
+            history=(
+                "SELECT task_id, version, from_status, to_status, at, trigger, actor, reason,"
+                f" attempt FROM {s}.transitions WHERE task_id = $1 ORDER BY version"
+            ),
+            history_versions=(
+                "SELECT task_id, version, from_status, to_status, at, trigger, actor, reason,"
+                f" attempt FROM {s}.transitions WHERE task_id = $1 AND version = ANY($2::int[])"
+            ),
+            insert_command=(
+                f"WITH inserted AS (INSERT INTO {s}.commands"
+                " (command_id, task_id, kind, created_at, actor, reason, target_owner)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (command_id) DO NOTHING"
+                " RETURNING 1)"
+                " SELECT (SELECT count(*) FROM inserted) AS inserted,"
+                " (SELECT count(*) FROM (SELECT pg_notify($8, $9) FROM inserted) AS n) AS notified"
+            ),
+            get_command=(
+                f"SELECT {_COMMAND_COLUMNS}, claim_token, completed_at, completed_by"
+                f" FROM {s}.commands WHERE command_id = $1"
+            ),
+            claim=(
+                f"WITH picked AS (SELECT command_id FROM {s}.commands"
+                " WHERE completed_at IS NULL AND (target_owner IS NULL OR target_owner = $1)"
+                " AND (claimed_by IS NULL OR lease_expires_at <= clock_timestamp())"
+                ' ORDER BY created_at, command_id COLLATE "C" LIMIT $3 FOR UPDATE SKIP LOCKED)'
+                f" UPDATE {s}.commands AS c SET claimed_by = $1, claim_token = $4,"
+                " lease_expires_at = clock_timestamp() + make_interval(secs => $2::float8)"
+                " FROM picked WHERE c.command_id = picked.command_id"
+                f" RETURNING {', '.join('c.' + c.strip() for c in _COMMAND_COLUMNS.split(','))}"
+            ),
+            claimed_with_token=(
+                f"SELECT {_COMMAND_COLUMNS} FROM {s}.commands"
+                " WHERE claim_token = $1 AND claimed_by = $2 AND completed_at IS NULL"
+            ),
+            complete=(
+                f"UPDATE {s}.commands SET completed_at = clock_timestamp(), completed_by = $2,"
+                " lease_expires_at = NULL"
+                " WHERE command_id = $1 AND claimed_by = $2 AND completed_at IS NULL"
+            ),
+            release=(
+                f"UPDATE {s}.commands SET claimed_by = NULL, claim_token = NULL,"
+                " lease_expires_at = NULL"
+                " WHERE command_id = $1 AND claimed_by = $2 AND completed_at IS NULL"
+            ),
+            renew=(
+                f"UPDATE {s}.tasks SET lease_owner = $1,"
+                " lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8)"
+                " WHERE task_id = ANY($2::text[])"
+            ),
+            expired_all=expired + order,
+            expired_in_buckets=expired + " AND bucket = ANY($1::int[])" + order,
+        )
+
+    def query(self, query: TaskQuery) -> tuple[str, list[object]]:
+        """A SELECT with only the filters ``query`` uses (so indexes apply)."""
+        where: list[str] = []
+        args: list[object] = []
+
+        def add(condition: str, value: object) -> None:
+            args.append(value)
+            where.append(condition.format(f"${len(args)}"))
+
+        if query.statuses is not None:
+            add("status = ANY({}::text[])", sorted(status.value for status in query.statuses))
+        if query.tag is not None:
+            add("tags @> ARRAY[{}::text]", query.tag)
+        if query.bucket is not None:
+            add("bucket = {}::int", query.bucket)
+        if query.buckets is not None:
+            add("bucket = ANY({}::int[])", sorted(query.buckets))
+        if query.name is not None:
+            add("name = {}::text", query.name)
+        if query.owner is not None:
+            add("owner = {}::text", query.owner)
+        sql = f"SELECT {_SELECT_TASK} FROM {self.quoted}.tasks"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += ' ORDER BY created_at, task_id COLLATE "C"'
+        if query.limit is not None:
+            args.append(query.limit)
+            sql += f" LIMIT ${len(args)}"
+        return sql, args

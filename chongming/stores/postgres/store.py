@@ -1,0 +1,600 @@
+"""``PostgresTaskStore``: the TaskStore port on asyncpg.
+
+Shared across processes and machines. The store clock (leases, command
+claims) is the server's ``clock_timestamp()``, never the caller's.
+
+Failure handling (RELIABILITY P6): a connection error is retried for reads
+(bounded, with a short backoff: after a server restart the first pooled
+query fails and the next succeed). A write that met a connection error has
+an unknown outcome, so it is re-read first: if it committed, the call
+returns normally; if not, it runs again. A committed write is never reported
+as failed; when even the re-read is impossible, the call raises
+:class:`StoreUnavailable` saying the outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from typing import Any, TypeVar
+
+from chongming.errors import (
+    ConfigurationError,
+    DuplicateTaskId,
+    StoreClosed,
+    StoreError,
+    StoreUnavailable,
+    TaskNotFound,
+    VersionConflict,
+)
+from chongming.state.query import TaskQuery
+from chongming.state.records import Progress, TaskSnapshot, Transition
+from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.stores.postgres import rows
+from chongming.stores.postgres.commands import CommandsAndLeases, channel_for
+from chongming.stores.postgres.driver import (
+    is_connection_error,
+    load_asyncpg,
+    raise_translated,
+    translate,
+    translating,
+)
+from chongming.stores.postgres.dsn import ConnectTarget, parse_dsn, redact_text
+from chongming.stores.postgres.listener import CommandListener
+from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
+from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS, Statements
+from chongming.stores.postgres.writer import GroupWriter, WriteArgs, WriteResult
+
+__all__ = ["PostgresStoreStatistics", "PostgresTaskStore"]
+
+log = logging.getLogger("chongming.stores.postgres")
+T = TypeVar("T")
+
+_BACKOFF = (0.05, 0.2, 0.5, 1.0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PostgresStoreStatistics:
+    """Counters for monitoring and benchmarks."""
+
+    batches: int
+    batched_writes: int
+    listener_reconnects: int
+    read_retries: int
+    resolved_writes: int
+
+
+class PostgresTaskStore(TaskStore):
+    """Task store on PostgreSQL (asyncpg). See the module docstring for failure handling."""
+
+    def __init__(
+        self,
+        dsn_or_pool: Any,
+        *,
+        schema: str = "chongming",
+        min_size: int = 1,
+        max_size: int = 10,
+        application_name: str = "chongming",
+        password: str | None = None,
+        connect_timeout: float = 5.0,
+        group_commit: bool = True,
+        writers: int = 2,
+        max_batch: int = 500,
+        max_payload_bytes: int | None = None,
+        read_attempts: int = 3,
+        listener_probe_interval: float = 10.0,
+        close_timeout: float = 10.0,
+    ) -> None:
+        self._asyncpg = load_asyncpg()
+        quote_schema(schema)
+        if not 1 <= min_size <= max_size:
+            raise ConfigurationError(f"need 1 <= min_size <= max_size, got {min_size}, {max_size}")
+        if connect_timeout <= 0 or read_attempts < 1 or (max_payload_bytes or 1) < 1:
+            raise ConfigurationError(
+                "connect_timeout, read_attempts, max_payload_bytes must be positive"
+            )
+        self._target: ConnectTarget | None = None
+        self._pool: Any = None
+        if isinstance(dsn_or_pool, str):
+            self._target = parse_dsn(dsn_or_pool, password=password)
+            self._owns_pool = True
+            timeout = self._target.connect_timeout
+            self._connect_timeout = connect_timeout if timeout is None else timeout
+        elif isinstance(dsn_or_pool, self._asyncpg.Pool):
+            self._pool = dsn_or_pool
+            self._owns_pool = False
+            self._connect_timeout = connect_timeout
+        else:
+            raise ConfigurationError(
+                f"PostgresTaskStore needs a DSN string or an asyncpg.Pool, "
+                f"got {type(dsn_or_pool).__name__}"
+            )
+        self._schema = schema
+        self._sql = Statements.for_schema(schema)
+        self._min_size = min_size
+        self._max_size = max_size
+        self._application_name = application_name
+        self._limit = max_payload_bytes
+        self._read_attempts = read_attempts
+        self._close_timeout = close_timeout
+        self._channel = channel_for(schema)
+        self._writer = (
+            GroupWriter(self._execute_writes, writers=writers, max_batch=max_batch)
+            if group_commit
+            else None
+        )
+        self._listener = CommandListener(
+            self._listen_connect,
+            self._listen_disconnect,
+            self._channel,
+            probe_interval=listener_probe_interval,
+        )
+        self._commands = CommandsAndLeases(
+            self._sql,
+            self._channel,
+            read=self._read,
+            once=self._once,
+            fail=self._raise,
+            attempts=read_attempts,
+        )
+        self._state: SchemaState | None = None
+        self._open_lock = asyncio.Lock()
+        self._closed = False
+        self._read_retries = 0
+        self._resolved_writes = 0
+
+    # -- identity ------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        where = f"dsn={self._target.redacted!r}" if self._target else "pool=<caller's pool>"
+        return f"PostgresTaskStore({where}, schema={self._schema!r}, closed={self._closed})"
+
+    __str__ = __repr__
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def application_name(self) -> str:
+        return self._application_name
+
+    @property
+    def read_only(self) -> bool:
+        """True when this role may read but not write the tables (known after open)."""
+        return self._state is not None and not self._state.writable
+
+    def statistics(self) -> PostgresStoreStatistics:
+        return PostgresStoreStatistics(
+            batches=self._writer.batches if self._writer else 0,
+            batched_writes=self._writer.writes if self._writer else 0,
+            listener_reconnects=self._listener.reconnects,
+            read_retries=self._read_retries,
+            resolved_writes=self._resolved_writes,
+        )
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create the pool (if ours) and the schema (if missing). Idempotent."""
+        self._check_open()
+        if self._state is not None:
+            return
+        async with self._open_lock:
+            if self._state is not None:
+                return
+            self._check_open()
+            created = False
+            if self._pool is None:
+                self._pool = await self._create_pool()
+                created = True
+            try:
+                self._state = await self._with_retries(
+                    "preparing the chongming schema", lambda conn: bootstrap(conn, self._schema)
+                )
+            except BaseException:
+                if created:
+                    pool, self._pool = self._pool, None
+                    await _close_pool(pool, self._close_timeout)
+                raise
+
+    async def close(self) -> None:
+        """Finish queued writes, close the listener and (our own) pool. Idempotent.
+
+        Graceful first; falls back to terminating connections when that fails
+        or is cancelled. A pool passed in by the caller stays open.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._writer is not None:
+                await self._writer.close(self._close_timeout)
+            await self._listener.close()
+        finally:
+            pool, self._pool = self._pool, None
+            if pool is not None and self._owns_pool:
+                await _close_pool(pool, self._close_timeout)
+
+    # -- snapshots -----------------------------------------------------------
+
+    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        args = WriteArgs(
+            mode="create",
+            key=snapshot.task_id,
+            params=rows.snapshot_params(snapshot, self._limit),
+            transitions=rows.transition_rows(transitions),
+        )
+
+        async def resolve() -> WriteResult | None:
+            stored = await self.get(snapshot.task_id)
+            if stored is None:
+                return None
+            ours = _same(stored, snapshot) and await self._has(transitions)
+            return WriteResult(applied=ours, current=stored.status_version)
+
+        result = await self._write(f"creating task {snapshot.task_id!r}", args, resolve)
+        if not result.applied:
+            raise DuplicateTaskId(snapshot.task_id)
+
+    async def save(
+        self,
+        snapshot: TaskSnapshot,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        args = WriteArgs(
+            mode="save",
+            key=snapshot.task_id,
+            expect=int(expect_version),
+            params=rows.snapshot_params(snapshot, self._limit),
+            transitions=rows.transition_rows(transitions),
+        )
+
+        async def resolve() -> WriteResult | None:
+            stored = await self.get(snapshot.task_id)
+            if stored is None:
+                return WriteResult(applied=False, current=None)
+            if _same(stored, snapshot) and await self._has(transitions):
+                return WriteResult(applied=True, current=expect_version)
+            if stored.status_version == expect_version:
+                return None  # not committed: run it again
+            return WriteResult(applied=False, current=stored.status_version)
+
+        what = f"saving task {snapshot.task_id!r}"
+        result = await self._write(what, args, resolve)
+        if result.applied:
+            return
+        actual = result.current
+        if actual == expect_version:
+            # Lost a race inside one statement: the row changed after its snapshot.
+            actual = await self._read(
+                what, lambda conn: conn.fetchval(self._sql.version, snapshot.task_id)
+            )
+        if actual is None:
+            raise TaskNotFound(snapshot.task_id)
+        raise VersionConflict(snapshot.task_id, expect_version, actual)
+
+    async def get(self, task_id: str) -> TaskSnapshot | None:
+        row = await self._read(
+            f"reading task {task_id!r}", lambda conn: conn.fetchrow(self._sql.get, task_id)
+        )
+        return None if row is None else rows.snapshot_from_row(row)
+
+    async def query(self, query: TaskQuery) -> list[TaskSnapshot]:
+        sql, args = self._sql.query(query)
+        found = await self._read("querying tasks", lambda conn: conn.fetch(sql, *args))
+        return [rows.snapshot_from_row(row) for row in found]
+
+    # -- history -------------------------------------------------------------
+
+    async def append(self, transitions: Sequence[Transition]) -> None:
+        if not transitions:
+            self._check_open()
+            return
+        args = WriteArgs(
+            mode="append",
+            key=transitions[0].task_id,
+            params=[None] * len(SNAPSHOT_COLUMNS),
+            transitions=rows.transition_rows(transitions),
+        )
+
+        async def resolve() -> WriteResult | None:
+            return None  # idempotent: just run it again
+
+        await self._write("appending transitions", args, resolve)
+
+    async def history(self, task_id: str) -> list[Transition]:
+        found = await self._read(
+            f"reading the history of {task_id!r}",
+            lambda conn: conn.fetch(self._sql.history, task_id),
+        )
+        return [rows.transition_from_row(row) for row in found]
+
+    # -- hot path ------------------------------------------------------------
+
+    async def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat: Any = None,
+    ) -> None:
+        if progress is None and heartbeat is None:
+            self._check_open()
+            return
+        params: list[Any] = [None] * len(SNAPSHOT_COLUMNS)
+        params[0] = task_id
+        params[rows.COLUMN_INDEX["progress"]] = rows.progress_param(progress, self._limit)
+        params[rows.COLUMN_INDEX["last_heartbeat_at"]] = heartbeat
+        args = WriteArgs(mode="touch", key=task_id, params=params)
+
+        async def resolve() -> WriteResult | None:
+            return None  # idempotent: just run it again
+
+        await self._write(f"touching task {task_id!r}", args, resolve)
+
+    # -- commands and supervisor leases (see commands.py) ---------------------
+
+    async def submit_command(self, command: Command) -> None:
+        await self._commands.submit(command)
+
+    async def claim_commands(
+        self, owner: str, *, lease_seconds: float, limit: int = 100
+    ) -> list[Command]:
+        return await self._commands.claim(owner, lease_seconds, limit)
+
+    async def complete_command(self, command_id: str, owner: str) -> bool:
+        return await self._commands.complete(command_id, owner)
+
+    async def release_command(self, command_id: str, owner: str) -> bool:
+        return await self._commands.release(command_id, owner)
+
+    async def wait_command_hint(self) -> None:
+        """Return when a command may have arrived, or after the listener reconnected.
+
+        Only a hint: poll afterwards. The first call (and any call after the
+        listening session was lost) returns as soon as LISTEN is in place,
+        because notifications sent before that were missed.
+
+        Cancellation: safe; the listener connection stays for the next call.
+        """
+        self._check_open()
+        await self.open()
+        with translating("waiting for a command notification", self._scrub):
+            await self._listener.wait()
+        self._check_open()
+
+    async def renew_leases(
+        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
+    ) -> None:
+        await self._commands.renew(owner, task_ids, ttl_seconds)
+
+    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
+        return await self._commands.expired(buckets)
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("PostgresTaskStore")
+
+    def _scrub(self, text: str) -> str:
+        return redact_text(text, self._target.secrets if self._target else ())
+
+    def _raise(self, error: BaseException, what: str) -> Any:
+        raise_translated(error, what, self._scrub)
+
+    async def _create_pool(self) -> Any:
+        assert self._target is not None
+        target = self._target
+        what = f"connecting to PostgreSQL at {target.redacted!r}"
+        try:
+            return await asyncio.wait_for(
+                self._asyncpg.create_pool(
+                    target.dsn,
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    timeout=self._connect_timeout,
+                    server_settings={"application_name": self._application_name},
+                    **target.kwargs,
+                ),
+                self._connect_timeout * 2,
+            )
+        except (ValueError, TypeError) as error:
+            # DSN parse errors can quote a fragment of the password: name the type only.
+            raise ConfigurationError(
+                f"malformed PostgreSQL DSN {target.redacted!r} ({type(error).__name__})"
+            ) from None
+        except Exception as error:
+            if isinstance(error, StoreError):
+                raise
+            self._raise(error, what)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        """A pooled connection that is discarded (not reused) after a connection error."""
+        async with self._pool.acquire() as conn:
+            try:
+                yield conn
+            except Exception as error:
+                if is_connection_error(error):
+                    _discard(conn)
+                raise
+
+    async def _with_retries(self, what: str, work: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``work`` on a pooled connection, retrying connection errors (bounded)."""
+        attempt = 0
+        while True:
+            try:
+                async with self._connection() as conn:
+                    return await work(conn)
+            except StoreError:
+                raise
+            except ConfigurationError:
+                raise
+            except Exception as error:
+                attempt += 1
+                if not is_connection_error(error) or attempt >= self._read_attempts:
+                    self._raise(error, what)
+                self._read_retries += 1
+                log.info("%s: %s; retrying", what, self._scrub(type(error).__name__))
+                await asyncio.sleep(_BACKOFF[min(attempt - 1, len(_BACKOFF) - 1)])
+
+    async def _read(self, what: str, work: Callable[[Any], Awaitable[T]]) -> T:
+        self._check_open()
+        await self.open()
+        return await self._with_retries(what, work)
+
+    async def _once(self, what: str, work: Callable[[Any], Awaitable[T]]) -> T:
+        """One try of a write; raw driver errors escape for the caller to resolve."""
+        self._check_open()
+        await self.open()
+        if self.read_only:
+            raise StoreError(f"{what}: this role may only read schema {self._schema!r}")
+        async with self._connection() as conn:
+            return await work(conn)
+
+    async def _write(
+        self,
+        what: str,
+        args: WriteArgs,
+        resolve: Callable[[], Awaitable[WriteResult | None]],
+    ) -> WriteResult:
+        """Run one write; after a connection error, re-read before trying again."""
+        self._check_open()
+        await self.open()
+        if self.read_only:
+            raise StoreError(f"{what}: this role may only read schema {self._schema!r}")
+        last: BaseException | None = None
+        for attempt in range(self._read_attempts):
+            if attempt:
+                await asyncio.sleep(_BACKOFF[min(attempt - 1, len(_BACKOFF) - 1)])
+                try:
+                    outcome = await resolve()
+                except StoreError:
+                    raise StoreUnavailable(
+                        f"{what}: the connection failed and the outcome could not be "
+                        "re-read; it may or may not have been written"
+                    ) from None
+                self._resolved_writes += 1
+                if outcome is not None:
+                    return outcome
+            try:
+                if self._writer is not None:
+                    return await self._writer.write(args)
+                return (await self._execute_writes([args]))[0]
+            except (StoreError, ConfigurationError):
+                raise
+            except Exception as error:
+                if not is_connection_error(error):
+                    self._raise(error, what)
+                last = error
+        assert last is not None
+        raise translate(last, what, self._scrub) from None
+
+    async def _execute_writes(self, batch: list[WriteArgs]) -> list[WriteResult]:
+        """Run writes as set-based statements: one per round, each task once per round.
+
+        A task that has several writes in the batch gets one per round, in
+        order; rounds run one after the other on the same connection.
+        """
+        rounds: list[list[int]] = []
+        seen: dict[str, int] = {}
+        for index, args in enumerate(batch):
+            round_number = seen.get(args.key, -1) + 1
+            seen[args.key] = round_number
+            if round_number == len(rounds):
+                rounds.append([])
+            rounds[round_number].append(index)
+        results: list[WriteResult | None] = [None] * len(batch)
+        async with self._connection() as conn:
+            for members in rounds:
+                found = await conn.fetch(
+                    self._sql.write, *rows.write_columns([batch[i] for i in members])
+                )
+                for row in found:
+                    results[members[row["ord"] - 1]] = WriteResult(
+                        applied=row["applied"], current=row["current"]
+                    )
+        assert all(result is not None for result in results)
+        return [result for result in results if result is not None]
+
+    async def _has(self, transitions: Sequence[Transition]) -> bool:
+        """True when every transition is stored exactly as given."""
+        by_task: dict[str, list[Transition]] = {}
+        for record in transitions:
+            by_task.setdefault(record.task_id, []).append(record)
+        for task_id, records in by_task.items():
+            versions = [record.version for record in records]
+            found = await self._read(
+                "re-reading transitions", self._fetch_versions(task_id, versions)
+            )
+            stored = {row["version"]: rows.transition_from_row(row) for row in found}
+            if any(stored.get(record.version) != record for record in records):
+                return False
+        return True
+
+    def _fetch_versions(self, task_id: str, versions: list[int]) -> Callable[[Any], Awaitable[Any]]:
+        return lambda conn: conn.fetch(self._sql.history_versions, task_id, versions)
+
+    async def _listen_connect(self) -> Any:
+        await self.open()
+        what = "connecting the command listener"
+        try:
+            if not self._owns_pool:
+                return await self._pool.acquire()
+            assert self._target is not None
+            return await asyncio.wait_for(
+                self._asyncpg.connect(
+                    self._target.dsn,
+                    timeout=self._connect_timeout,
+                    server_settings={"application_name": self._application_name},
+                    **self._target.kwargs,
+                ),
+                self._connect_timeout * 2,
+            )
+        except Exception as error:
+            self._raise(error, what)
+
+    async def _listen_disconnect(self, conn: Any) -> None:
+        if not self._owns_pool and self._pool is not None:
+            await self._pool.release(conn)
+            return
+        try:
+            await asyncio.wait_for(conn.close(), 2.0)
+        except asyncio.CancelledError:
+            conn.terminate()
+            raise
+        except Exception:
+            conn.terminate()
+
+
+def _discard(conn: Any) -> None:
+    # A proxy whose connection already died was detached by the pool: nothing to do.
+    with contextlib.suppress(Exception):
+        if not conn.is_closed():
+            conn.terminate()
+
+
+def _same(stored: TaskSnapshot, ours: TaskSnapshot) -> bool:
+    """Is ``stored`` the write of ``ours``? (touch may have changed the hot fields since)."""
+    comparable = dataclasses.replace(
+        stored, progress=ours.progress, last_heartbeat_at=ours.last_heartbeat_at
+    )
+    return comparable == ours
+
+
+async def _close_pool(pool: Any, timeout: float) -> None:
+    """Graceful close, falling back to terminate when it fails or is cancelled."""
+    try:
+        await asyncio.wait_for(pool.close(), timeout)
+    except asyncio.CancelledError:
+        pool.terminate()
+        raise
+    except Exception as error:
+        log.warning("closing the PostgreSQL pool failed (%s); terminating", type(error).__name__)
+        pool.terminate()
