@@ -152,3 +152,53 @@ async def test_a_lock_held_past_the_busy_timeout_is_store_busy(tmp_path: Path) -
             assert time.monotonic() - released < 1.0, "recovers as soon as the lock is gone"
         assert await store.get("t") == queued
         assert await store.history("t") == [transition]
+
+
+CLAIM_AND_HANG = """
+import asyncio, sys
+from chongming.stores.sqlite import SqliteTaskStore
+
+async def main(path):
+    async with SqliteTaskStore(path) as store:
+        claimed = await store.claim_commands("doomed", lease_seconds=float(sys.argv[2]))
+        print("claimed", len(claimed), flush=True)
+        await asyncio.sleep(60)  # killed long before this ends
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+async def test_a_killed_lease_holder_loses_its_command_when_the_lease_expires(
+    tmp_path: Path,
+) -> None:
+    import signal
+    from datetime import UTC, datetime
+
+    from chongming.stores.base import Command, CommandKind
+
+    path = str(tmp_path / "tasks.db")
+    lease = 1.5
+    async with SqliteTaskStore(path) as store:
+        command = Command(
+            command_id="c1", task_id="t", kind=CommandKind.STOP, created_at=datetime.now(UTC)
+        )
+        await store.submit_command(command)
+        async with spawn(CLAIM_AND_HANG, path, str(lease)) as holder:
+            assert holder.stdout is not None
+            line = await asyncio.wait_for(holder.stdout.readline(), timeout=WAIT)
+            assert line.decode().split() == ["claimed", "1"]
+            claimed_at = time.monotonic()
+            holder.send_signal(signal.SIGKILL)
+            await asyncio.wait_for(holder.wait(), timeout=WAIT)
+            assert holder.returncode == -signal.SIGKILL
+        # The holder is dead but its lease still runs: nobody may take the command yet.
+        if time.monotonic() - claimed_at < lease - 0.3:
+            assert await store.claim_commands("heir", lease_seconds=30) == []
+        deadline = time.monotonic() + lease + WAIT
+        taken: list[Command] = []
+        while not taken and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            taken = await store.claim_commands("heir", lease_seconds=30)
+        assert [c.command_id for c in taken] == ["c1"]
+        assert await store.complete_command("c1", "heir")
