@@ -53,6 +53,8 @@ from chongming.state import TaskQuery as TaskQuery
 from chongming.state import TaskSnapshot as TaskSnapshot
 from chongming.state import TaskStatus as TaskStatus
 from chongming.state import Transition as Transition
+from chongming.state import snapshot_to_json as snapshot_to_json
+from chongming.state import transition_to_json as transition_to_json
 from chongming.stores import InMemoryTaskStore as InMemoryTaskStore
 from chongming.stores import SqliteTaskStore as SqliteTaskStore
 from chongming.stores import TaskStore as TaskStore
@@ -114,7 +116,9 @@ __all__ = [
     "render_history",
     "render_table",
     "run_task",
+    "snapshot_to_json",
     "task",
+    "transition_to_json",
 ]
 
 

@@ -14,6 +14,8 @@ from chongming.state.records import JsonValue as JsonValue
 from chongming.state.records import Progress as Progress
 from chongming.state.records import TaskSnapshot as TaskSnapshot
 from chongming.state.records import Transition as Transition
+from chongming.state.serialize import snapshot_to_json as snapshot_to_json
+from chongming.state.serialize import transition_to_json as transition_to_json
 from chongming.state.status import ACTIVE_STATUSES as ACTIVE_STATUSES
 from chongming.state.status import CARRIER_STATUSES as CARRIER_STATUSES
 from chongming.state.status import TERMINAL_STATUSES as TERMINAL_STATUSES

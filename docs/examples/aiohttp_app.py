@@ -37,6 +37,7 @@ from chongming import (
     TaskContext,
     TaskNotFound,
     TaskSnapshot,
+    snapshot_to_json,
 )
 
 CONTROLLER = web.AppKey("controller", Controller)
@@ -52,28 +53,8 @@ async def count_to(ctx: TaskContext, n: int, delay: float = 0.01) -> int:
 
 
 def snapshot_json(snapshot: TaskSnapshot) -> dict[str, Any]:
-    """The fields a client needs, as plain JSON."""
-    progress = snapshot.progress
-    failure = snapshot.failure
-    return {
-        "task_id": snapshot.task_id,
-        "name": snapshot.name,
-        "label": snapshot.label,
-        "status": snapshot.status.value,
-        "status_version": snapshot.status_version,
-        "attempt": snapshot.attempt,
-        "max_attempts": snapshot.max_attempts,
-        "progress": None
-        if progress is None
-        else {"done": progress.done, "total": progress.total, "message": progress.message},
-        "failure": None
-        if failure is None
-        else {"kind": failure.kind.value, "message": failure.message},
-        "result": snapshot.result,
-        "created_at": snapshot.created_at.isoformat(),
-        "started_at": None if snapshot.started_at is None else snapshot.started_at.isoformat(),
-        "finished_at": None if snapshot.finished_at is None else snapshot.finished_at.isoformat(),
-    }
+    """The snapshot as plain JSON (the same shape the CLI's ``--json`` prints)."""
+    return snapshot_to_json(snapshot)
 
 
 def status_for(error: ChongmingError) -> int:

@@ -82,7 +82,7 @@ async def test_submit_queues_behind_the_limit_then_succeeds_with_the_result() ->
 
         done = await wait_job(client, "job-1", "succeeded")
         assert done["result"] == 3
-        assert done["progress"] == {"done": 3, "total": 3, "message": None}
+        assert done["progress"] == {"done": 3, "total": 3, "unit": None, "message": None}
 
 
 async def test_stop_a_long_job_and_stop_again() -> None:

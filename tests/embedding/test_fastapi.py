@@ -85,7 +85,7 @@ async def test_submit_queues_behind_the_limit_then_succeeds_with_the_result() ->
 
         done = await wait_job(client, "job-1", "succeeded")
         assert done["result"] == 3
-        assert done["progress"] == {"done": 3, "total": 3, "message": None}
+        assert done["progress"] == {"done": 3, "total": 3, "unit": None, "message": None}
         assert done["attempt"] == 1
         assert done["failure"] is None
 
