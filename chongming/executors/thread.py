@@ -10,6 +10,8 @@ be used freely and nothing needs to be picklable.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +36,11 @@ class ThreadExecutor(Executor):
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ConfigurationError(f"max_workers must be an int >= 1, got {max_workers!r}")
         self.max_workers = max_workers
-        self._limiter: anyio.CapacityLimiter | None = None
+        # One limiter per event loop: an executor may outlive a loop (a module
+        # level default, a test suite), and a limiter's waiters belong to one.
+        self._limiters: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, anyio.CapacityLimiter
+        ] = weakref.WeakKeyDictionary()
 
     async def run(
         self,
@@ -43,10 +49,12 @@ class ThreadExecutor(Executor):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.max_workers)
+        loop = asyncio.get_running_loop()
+        limiter = self._limiters.get(loop)
+        if limiter is None:
+            limiter = self._limiters[loop] = anyio.CapacityLimiter(self.max_workers)
         return await anyio.to_thread.run_sync(
-            _call, fn, context, args, kwargs, abandon_on_cancel=True, limiter=self._limiter
+            _call, fn, context, args, kwargs, abandon_on_cancel=True, limiter=limiter
         )
 
     def __repr__(self) -> str:

@@ -119,7 +119,6 @@ class TaskRun:
         "name",
         "owner",
         "priority",
-        "progress_dirty",
         "retry",
         "spec",
         "tags",
@@ -214,7 +213,6 @@ class TaskRun:
         self._done: asyncio.Future[None] | None = None
         self._done_callbacks: list[Callable[[TaskRun], None]] | None = None
         self._outcome: Outcome | None = None
-        self.progress_dirty = False
 
     # -- reading -----------------------------------------------------------------
 
@@ -531,7 +529,6 @@ class TaskRun:
     def report_progress(self, progress: Progress) -> None:
         """Hot path from ``ctx.progress``; may run on a worker thread."""
         self._progress = progress
-        self.progress_dirty = True
 
     # -- control -------------------------------------------------------------------
 
