@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -25,3 +27,25 @@ def release_threads() -> Iterator[list[threading.Event]]:
     yield events
     for event in events:
         event.set()
+
+
+@pytest.fixture(autouse=True)
+async def no_leaked_asyncio_tasks(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Fail an async test that leaves asyncio tasks running behind it.
+
+    pytest-asyncio would cancel them quietly when it closes the loop, so a
+    component that forgets to own (cancel and await) a task would go unseen.
+    A short bounded grace lets tasks that are already ending finish.
+    """
+    yield
+    if not inspect.iscoroutinefunction(request.function):
+        return
+    current = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 2.0
+    while True:
+        left = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+        if not left or loop.time() > deadline:
+            break
+        await asyncio.sleep(0.01)
+    assert left == [], f"the test left asyncio tasks running: {left}"
