@@ -41,7 +41,7 @@ from chongming.scheduler.limits import AdmissionLimits
 from chongming.state.payload import check_task_id
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
-from chongming.state.status import TaskStatus
+from chongming.state.status import TERMINAL_STATUSES, TaskStatus
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import ExecutorChoice, TaskSpec
 
@@ -49,6 +49,7 @@ __all__ = ["Controller"]
 
 _log = logging.getLogger("chongming.controller")
 _SUBMITS_PER_YIELD = 16
+_TERMINAL = TERMINAL_STATUSES
 _S = TaskStatus
 
 
@@ -111,7 +112,7 @@ class Controller:
         self._queue: AdmissionQueue[TaskRun] = AdmissionQueue(self.limits)
         self._runs: dict[str, TaskRun] = {}
         self._finished: collections.deque[str] = collections.deque()
-        self._counts: collections.Counter[TaskStatus] = collections.Counter()
+        self._counts: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
         self._tasks: set[asyncio.Task[None]] = set()
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
@@ -330,7 +331,7 @@ class Controller:
         status = run.status
         counts[previous] -= 1
         counts[status] += 1
-        if status.is_terminal:
+        if status in _TERMINAL:
             self._retire(run)
 
     def _dispatch_ready(self) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chongming.errors import PayloadError
 from chongming.executors.base import Executor, StopSemantics
@@ -107,20 +107,20 @@ class Attempt:
             if self.force is None:
                 # The host cancelled us (shutdown or a cancelled surrounding scope).
                 self.force = Force(kind=ForceKind.SHUTDOWN, cancelled=True)
-                self._finish(judge_kwargs={"returned": False, "cancelled": True})
+                self._finish(cancelled=True)
                 raise
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            self._finish(judge_kwargs={"returned": False, "cancelled": True})
+            self._finish(cancelled=True)
         except (KeyboardInterrupt, SystemExit) as error:
             # Only coroutines get here (carriers wrap these); record, then let it end the loop.
-            self._finish(judge_kwargs={"returned": False, "error": error})
+            self._finish(error=error)
             raise
         except BaseException as error:
-            self._finish(judge_kwargs={"returned": False, "error": error})
+            self._finish(error=error)
         else:
-            self._finish(judge_kwargs={"returned": True, "value": value})
+            self._finish(returned=True, value=value)
 
     def _launched(self) -> None:
         """The carrier is about to call the function: the attempt is running."""
@@ -130,7 +130,14 @@ class Attempt:
         self.run.begin_attempt(self)
         self._arm_watch()
 
-    def _finish(self, judge_kwargs: dict[str, Any]) -> None:
+    def _finish(
+        self,
+        *,
+        returned: bool = False,
+        value: JsonValue = None,
+        error: BaseException | None = None,
+        cancelled: bool = False,
+    ) -> None:
         self._cancel_timers()
         if self.finished:
             _log.info(
@@ -139,13 +146,15 @@ class Attempt:
                 self.run.task_id,
             )
             return
-        if judge_kwargs.get("cancelled"):
-            judge_kwargs["launched"] = self.signals.abandon()
         verdict = judge(
+            returned=returned,
+            value=value,
+            error=error,
+            cancelled=cancelled,
+            launched=self.signals.abandon() if cancelled else True,
             force=self.force,
             stop_requested=self.signals.stop_requested,
             stop_semantics=self.stop_semantics,
-            **judge_kwargs,
         )
         if verdict.kind is VerdictKind.SUCCEEDED:
             verdict = _check_result(verdict, self.context)
