@@ -119,14 +119,15 @@ async def test_a_short_foreign_lock_is_waited_out(tmp_path: Path) -> None:
         snapshot = make_snapshot("t")
         await store.create(snapshot)
         queued, transition = next_step(snapshot, TaskStatus.QUEUED)
-        async with spawn(HOLD_LOCK, str(path), "1.5") as holder:
+        # RELIABILITY.md's pass mark: a 3 s foreign lock costs no error.
+        async with spawn(HOLD_LOCK, str(path), "3.0") as holder:
             assert await read_line(holder) == "locked"
             started = time.monotonic()
             assert await store.get("t") == snapshot, "WAL readers are not blocked by the lock"
             await store.save(queued, 0, [transition])
             waited = time.monotonic() - started
             assert await read_line(holder) == "released"
-        assert waited > 0.5, "the write really waited for the other process"
+        assert waited > 1.0, "the write really waited for the other process"
         assert await store.get("t") == queued
         assert await store.history("t") == [transition]
 
