@@ -32,9 +32,10 @@ from chongming.executors.thread import ThreadExecutor
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
+from chongming.run.defaults import new_task_id
 from chongming.run.host import cancel_and_wait
 from chongming.run.outcome import Outcome
-from chongming.run.task_run import TaskRun, new_task_id
+from chongming.run.task_run import TaskRun
 from chongming.scheduler.admission import AdmissionQueue
 from chongming.scheduler.buckets import BucketPolicy, format_bucket_ranges
 from chongming.scheduler.limits import AdmissionLimits

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import functools
-import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -16,13 +13,18 @@ from typing import Any
 
 from chongming.clock import SYSTEM_CLOCK, Clock
 from chongming.errors import ConfigurationError, InvalidTransition, PayloadError
-from chongming.executors.base import Executor
-from chongming.executors.inline import InlineExecutor
-from chongming.executors.thread import ThreadExecutor
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
 from chongming.run.attempt import Attempt
+from chongming.run.defaults import (
+    DEFAULT_RETRY,
+    DEFAULT_WINDOWS,
+    default_artifact_root,
+    new_task_id,
+    resolve_executor,
+)
+from chongming.run.history import STATUS_VALUE, Step, extend_records
 from chongming.run.host import RunHost, StandaloneHost
 from chongming.run.outcome import Outcome
 from chongming.run.verdict import Verdict, VerdictKind
@@ -34,41 +36,10 @@ from chongming.state.table import TRANSITIONS
 from chongming.state.triggers import Trigger
 from chongming.task_api.spec import TaskSpec, spec_for
 
-__all__ = ["TaskRun", "default_artifact_root", "new_task_id"]
+__all__ = ["TaskRun"]
 
 _S = TaskStatus
 _NOT_STARTED = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
-_SHARED_THREADS = ThreadExecutor()
-_SHARED_INLINE = InlineExecutor()
-
-
-def new_task_id() -> str:
-    return os.urandom(8).hex()
-
-
-@functools.cache
-def default_artifact_root() -> Path:
-    return Path(tempfile.gettempdir()) / "chongming-artifacts"
-
-
-_DEFAULT_WINDOWS = ControlWindows()
-_DEFAULT_RETRY = RetryPolicy()
-
-
-def resolve_executor(choice: object, spec: TaskSpec) -> Executor | None:
-    """The executor for a sync function; ``None`` for a coroutine (runs on the loop)."""
-    if spec.is_coroutine:
-        return None
-    if choice is None or choice == "thread":
-        return _SHARED_THREADS
-    if choice == "inline":
-        return _SHARED_INLINE
-    if isinstance(choice, Executor):
-        choice.check_target(spec.fn)
-        return choice
-    raise ConfigurationError(
-        f"executor must be 'thread', 'inline' or an Executor instance, got {choice!r}"
-    )
 
 
 class TaskRun:
@@ -171,7 +142,7 @@ class TaskRun:
         self.label = check_label(label) if label is not None else self.name
         self.args = args
         self.kwargs = kwargs
-        self.retry = retry or spec.retry or _DEFAULT_RETRY
+        self.retry = retry or spec.retry or DEFAULT_RETRY
         self.timeout = timeout or spec.timeout
         self.executor = resolve_executor(executor or spec.executor, spec)
         self.tags = spec.tags if tags is None else frozenset(tags)
@@ -179,7 +150,7 @@ class TaskRun:
         self.bucket = bucket
         self.bucket_key = bucket_key
         self.owner = owner
-        self.windows = windows or _DEFAULT_WINDOWS
+        self.windows = windows or DEFAULT_WINDOWS
         self.clock = clock or SYSTEM_CLOCK
         self.artifact_root = artifact_root or default_artifact_root()
         self.upstream = upstream
@@ -191,7 +162,7 @@ class TaskRun:
         self._attempt = 0
         # History as plain tuples; Transition records are built when asked for.
         # Most runs are never inspected, and this is the hot path.
-        self._history: tuple[_Step, ...] = ()
+        self._history: tuple[Step, ...] = ()
         self._records: list[TransitionRecord] | None = None
         self._created_at = now
         self._updated_at = now
@@ -245,23 +216,7 @@ class TaskRun:
         records = self._records
         if records is None:
             records = self._records = []
-        task_id = self.task_id
-        for version, current, target, at, trigger, actor, reason, attempt in self._history[
-            len(records) :
-        ]:
-            records.append(
-                TransitionRecord(
-                    task_id=task_id,
-                    version=version,
-                    from_status=_S(current),
-                    to_status=_S(target),
-                    at=at,
-                    trigger=trigger,
-                    actor=actor,
-                    reason=reason,
-                    attempt=attempt,
-                )
-            )
+        extend_records(self.task_id, self._history, records)
         return records
 
     @property
@@ -334,7 +289,16 @@ class TaskRun:
         # A tuple of tuples of atomic values: once the garbage collector has
         # seen it, it stops tracking it (a list would be traversed forever).
         version, attempt = self._version, self._attempt
-        step = (version, _VALUE[current], _VALUE[target], now, trigger, actor, reason, attempt)
+        step = (
+            version,
+            STATUS_VALUE[current],
+            STATUS_VALUE[target],
+            now,
+            trigger,
+            actor,
+            reason,
+            attempt,
+        )
         self._history += (step,)
         self._status = target
         self._updated_at = now
@@ -689,7 +653,3 @@ class TaskRun:
 
 
 _TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
-_VALUE = {status: status.value for status in TaskStatus}  # Enum.value is slow in 3.11
-#: (version, from, to, at, trigger, actor, reason, attempt); statuses as their
-#: string values so the tuple holds only atomic objects and leaves the GC's view.
-_Step = tuple[int, str, str, datetime, str, str, str | None, int]
