@@ -6,12 +6,20 @@ the CLI and a user's own service agree on field names.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from chongming.state.records import Failure, Progress, TaskSnapshot, Transition
+from chongming.state.records import Failure, FailureKind, Progress, TaskSnapshot, Transition
 
-__all__ = ["snapshot_to_json", "transition_to_json"]
+__all__ = [
+    "failure_from_json",
+    "failure_to_json",
+    "progress_from_json",
+    "progress_to_json",
+    "snapshot_to_json",
+    "transition_to_json",
+]
 
 
 def snapshot_to_json(snapshot: TaskSnapshot) -> dict[str, Any]:
@@ -35,8 +43,8 @@ def snapshot_to_json(snapshot: TaskSnapshot) -> dict[str, Any]:
         "started_at": _iso(snapshot.started_at),
         "finished_at": _iso(snapshot.finished_at),
         "last_heartbeat_at": _iso(snapshot.last_heartbeat_at),
-        "progress": _progress(snapshot.progress),
-        "failure": _failure(snapshot.failure),
+        "progress": progress_to_json(snapshot.progress),
+        "failure": failure_to_json(snapshot.failure),
         "result": snapshot.result,
         "args": list(snapshot.args),
         "kwargs": dict(snapshot.kwargs),
@@ -61,7 +69,7 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _progress(progress: Progress | None) -> dict[str, Any] | None:
+def progress_to_json(progress: Progress | None) -> dict[str, Any] | None:
     if progress is None:
         return None
     return {
@@ -72,7 +80,7 @@ def _progress(progress: Progress | None) -> dict[str, Any] | None:
     }
 
 
-def _failure(failure: Failure | None) -> dict[str, Any] | None:
+def failure_to_json(failure: Failure | None) -> dict[str, Any] | None:
     if failure is None:
         return None
     return {
@@ -81,3 +89,25 @@ def _failure(failure: Failure | None) -> dict[str, Any] | None:
         "exception_type": failure.exception_type,
         "retryable": failure.retryable,
     }
+
+
+def progress_from_json(data: Mapping[str, Any] | None) -> Progress | None:
+    if data is None:
+        return None
+    return Progress(
+        done=data["done"],
+        total=data.get("total"),
+        unit=data.get("unit"),
+        message=data.get("message"),
+    )
+
+
+def failure_from_json(data: Mapping[str, Any] | None) -> Failure | None:
+    if data is None:
+        return None
+    return Failure(
+        kind=FailureKind(data["kind"]),
+        message=data["message"],
+        exception_type=data.get("exception_type"),
+        retryable=bool(data.get("retryable", False)),
+    )

@@ -12,7 +12,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from chongming.state.records import Failure, FailureKind, Progress, TaskSnapshot
+from chongming.state.records import Failure, Progress, TaskSnapshot
+from chongming.state.serialize import (
+    failure_from_json,
+    failure_to_json,
+    progress_from_json,
+    progress_to_json,
+)
 
 __all__ = [
     "decode_failure",
@@ -27,56 +33,21 @@ __all__ = [
 
 
 def encode_progress(progress: Progress | None) -> str | None:
-    if progress is None:
-        return None
-    return json.dumps(
-        {
-            "done": progress.done,
-            "total": progress.total,
-            "unit": progress.unit,
-            "message": progress.message,
-        },
-        ensure_ascii=False,
-        allow_nan=False,
-    )
+    data = progress_to_json(progress)
+    return None if data is None else json.dumps(data, ensure_ascii=False, allow_nan=False)
 
 
-def decode_progress(text: str | None) -> Progress | None:
-    if text is None:
-        return None
-    data = json.loads(text) if isinstance(text, str) else text
-    return Progress(
-        done=data["done"],
-        total=data.get("total"),
-        unit=data.get("unit"),
-        message=data.get("message"),
-    )
+def decode_progress(text: str | Mapping[str, Any] | None) -> Progress | None:
+    return progress_from_json(json.loads(text) if isinstance(text, str) else text)
 
 
 def encode_failure(failure: Failure | None) -> str | None:
-    if failure is None:
-        return None
-    return json.dumps(
-        {
-            "kind": failure.kind.value,
-            "message": failure.message,
-            "exception_type": failure.exception_type,
-            "retryable": failure.retryable,
-        },
-        ensure_ascii=False,
-    )
+    data = failure_to_json(failure)
+    return None if data is None else json.dumps(data, ensure_ascii=False)
 
 
-def decode_failure(text: str | None) -> Failure | None:
-    if text is None:
-        return None
-    data = json.loads(text) if isinstance(text, str) else text
-    return Failure(
-        kind=FailureKind(data["kind"]),
-        message=data["message"],
-        exception_type=data.get("exception_type"),
-        retryable=bool(data.get("retryable", False)),
-    )
+def decode_failure(text: str | Mapping[str, Any] | None) -> Failure | None:
+    return failure_from_json(json.loads(text) if isinstance(text, str) else text)
 
 
 def to_iso(value: datetime | None) -> str | None:
