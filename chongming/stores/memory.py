@@ -22,6 +22,12 @@ from chongming.errors import DuplicateTaskId, StoreClosed, TaskNotFound, Version
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.stores.checks import (
+    check_command,
+    check_progress,
+    check_snapshot,
+    check_transitions,
+)
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -107,6 +113,8 @@ class InMemoryTaskStore(TaskStore):
 
     async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         self._check_open()
+        check_snapshot(snapshot)
+        check_transitions(transitions)
         if snapshot.task_id in self._tasks:
             raise DuplicateTaskId(snapshot.task_id)
         self._tasks[snapshot.task_id] = _utc_snapshot(snapshot)
@@ -119,6 +127,8 @@ class InMemoryTaskStore(TaskStore):
         transitions: Sequence[Transition] = (),
     ) -> None:
         self._check_open()
+        check_snapshot(snapshot)
+        check_transitions(transitions)
         current = self._tasks.get(snapshot.task_id)
         if current is None:
             raise TaskNotFound(snapshot.task_id)
@@ -148,6 +158,7 @@ class InMemoryTaskStore(TaskStore):
 
     async def append(self, transitions: Sequence[Transition]) -> None:
         self._check_open()
+        check_transitions(transitions)
         self._append(transitions)
 
     async def history(self, task_id: str) -> list[Transition]:
@@ -165,6 +176,7 @@ class InMemoryTaskStore(TaskStore):
         heartbeat: datetime | None = None,
     ) -> None:
         self._check_open()
+        check_progress(progress)
         current = self._tasks.get(task_id)
         if current is None or (progress is None and heartbeat is None):
             return
@@ -178,6 +190,7 @@ class InMemoryTaskStore(TaskStore):
 
     async def submit_command(self, command: Command) -> None:
         self._check_open()
+        check_command(command)
         if command.command_id in self._commands:
             return
         self._commands[command.command_id] = dataclasses.replace(

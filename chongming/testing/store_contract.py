@@ -56,6 +56,7 @@ from typing import Any, ClassVar, TypeVar
 
 from chongming.errors import (
     DuplicateTaskId,
+    PayloadError,
     StoreClosed,
     TaskNotFound,
     VersionConflict,
@@ -676,6 +677,35 @@ class StoreContract:
             huge = make_snapshot("huge", args=(big,), kwargs={"big": big}, result=big)
             await store.create(huge)
             assert await store.get("huge") == huge
+
+    async def test_what_no_store_can_hold_is_refused_alike_and_nothing_written(self) -> None:
+        """NUL and lone surrogates: PayloadError from every store, never a driver error."""
+        async with self._store() as store:
+            for n, bad in enumerate(("a\x00b", "\ud800")):
+                task_id = f"t{n}"
+                bad_fields: list[dict[str, Any]] = [
+                    {"label": bad},
+                    {"owner": bad},
+                    {"args": (bad,)},
+                    {"result": [bad]},
+                ]
+                for fields in bad_fields:
+                    await _raises(PayloadError, store.create(make_snapshot(task_id, **fields)))
+                    assert await store.get(task_id) is None
+                good = make_snapshot(task_id)
+                await store.create(good)
+                queued, transition = next_step(good, _S.QUEUED, reason=bad)
+                await _raises(PayloadError, store.save(queued, 0, [transition]))
+                await _raises(PayloadError, store.append([transition]))
+                progress = Progress(done=1, message=bad)
+                await _raises(PayloadError, store.touch(task_id, progress=progress))
+                await _raises(PayloadError, store.submit_command(_command(f"c{n}", reason=bad)))
+                assert await store.get(task_id) == good
+                assert await store.history(task_id) == []
+                assert await store.claim_commands("node-a", lease_seconds=30) == []
+                queued, transition = next_step(good, _S.QUEUED)
+                await store.save(queued, 0, [transition])  # and the store carries on
+                assert await store.history(task_id) == [transition]
 
     async def test_datetimes_come_back_in_utc_to_the_microsecond(self) -> None:
         shanghai = timezone(timedelta(hours=8))

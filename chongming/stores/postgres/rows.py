@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from chongming.errors import PayloadError
-from chongming.state.payload import check_json_value, check_label, check_task_id, dump_json
+from chongming.state.payload import check_label, check_task_id, dump_json
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
+from chongming.stores import checks
 from chongming.stores.base import Command, CommandKind
 from chongming.stores.codec import snapshot_from_columns
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
@@ -47,10 +48,7 @@ def _json(value: Any, what: str, limit: int | None) -> str:
 
 
 def _text(value: str | None, what: str) -> str | None:
-    if value is not None:
-        if not isinstance(value, str):
-            raise PayloadError(what, f"must be a string, got {type(value).__name__}")
-        check_json_value(value, what)
+    checks.check_text(value, what)
     return value
 
 
@@ -130,13 +128,7 @@ def transition_rows(transitions: Sequence[Transition]) -> list[tuple[Any, ...]]:
 
 
 def check_command(command: Command) -> None:
-    check_task_id(command.task_id)
-    if not isinstance(command.command_id, str) or not command.command_id:
-        raise PayloadError("command_id", "must be a non-empty string")
-    _text(command.command_id, "command_id")
-    _text(command.actor, "actor")
-    _text(command.reason, "reason")
-    _text(command.target_owner, "target_owner")
+    checks.check_command(command)
     CommandKind(command.kind)
 
 

@@ -25,11 +25,18 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from chongming.errors import StoreClosed, StoreUnavailable
+from chongming.errors import PayloadError, StoreClosed, StoreUnavailable
+from chongming.state.payload import check_json_text
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES
 from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.stores.checks import (
+    check_command,
+    check_progress,
+    check_snapshot_text,
+    check_transitions,
+)
 from chongming.stores.codec import encode_progress
 from chongming.stores.sqlite import rows as r
 from chongming.stores.sqlite.batch import (
@@ -250,11 +257,13 @@ class SqliteTaskStore(TaskStore):
     # -- snapshots -----------------------------------------------------------
 
     async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        row = _checked_row(snapshot)
+        check_transitions(transitions)
         future = self._future()
         op = CreateOp(
             future=future,
             task_id=snapshot.task_id,
-            row=r.snapshot_row(snapshot),
+            row=row,
             transitions=[r.transition_row(t) for t in transitions],
         )
         await self._write(op)
@@ -265,13 +274,15 @@ class SqliteTaskStore(TaskStore):
         expect_version: int,
         transitions: Sequence[Transition] = (),
     ) -> None:
+        row = _checked_row(snapshot)
+        check_transitions(transitions)
         future = self._future()
         op = SaveOp(
             future=future,
             task_id=snapshot.task_id,
             expect_version=expect_version,
             new_version=snapshot.status_version,
-            row=r.snapshot_row(snapshot),
+            row=row,
             transitions=[r.transition_row(t) for t in transitions],
         )
         await self._write(op)
@@ -314,6 +325,7 @@ class SqliteTaskStore(TaskStore):
     # -- history -------------------------------------------------------------
 
     async def append(self, transitions: Sequence[Transition]) -> None:
+        check_transitions(transitions)
         future = self._future()
         if not transitions:
             future.cancel()
@@ -339,6 +351,7 @@ class SqliteTaskStore(TaskStore):
         progress: Progress | None = None,
         heartbeat: datetime | None = None,
     ) -> None:
+        check_progress(progress)
         future = self._future()
         op = TouchOp(
             future=future,
@@ -351,6 +364,7 @@ class SqliteTaskStore(TaskStore):
     # -- commands ------------------------------------------------------------
 
     async def submit_command(self, command: Command) -> None:
+        check_command(command)
         future = self._future()
         await self._write(CommandOp(future=future, action="submit", params=r.command_row(command)))
 
@@ -437,3 +451,24 @@ async def _close_all(connections: Iterable[aiosqlite.Connection]) -> None:
     for conn in connections:
         with contextlib.suppress(sqlite3.Error, ValueError):
             await conn.close()
+
+
+def _checked_row(snapshot: TaskSnapshot) -> tuple[Any, ...]:
+    """Encode a snapshot, refusing what no store can hold with the shared error.
+
+    The text fields are checked directly; the JSON fields are checked as the
+    text they encode to, so the hot path encodes each payload only once.
+    """
+    check_snapshot_text(snapshot)
+    try:
+        row = r.snapshot_row(snapshot)
+    except RecursionError:
+        raise PayloadError("payload", "nested too deeply to store as JSON") from None
+    except (TypeError, ValueError) as error:
+        raise PayloadError("payload", f"not JSON-serialisable ({error})") from None
+    for what, index in _JSON_FIELDS:
+        check_json_text(row[index], what)
+    return row
+
+
+_JSON_FIELDS = tuple((name, r.TASK_COLUMNS.index(name)) for name in ("result", "args", "kwargs"))
