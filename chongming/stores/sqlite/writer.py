@@ -45,6 +45,7 @@ from chongming.stores.sqlite.rows import COMMAND_COLUMNS, command_from_row, dump
 
 __all__ = ["Writer"]
 
+_LINGER_TURNS = 4
 _WHOLE_BATCH_ERRORS = (StoreBusy, StoreFull, StoreUnavailable, SchemaError)
 
 _INSERT_COMMAND = (
@@ -140,6 +141,16 @@ class Writer:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            # Linger while the queue still grows (a few loop turns at most):
+            # callers the last commit just answered queue their next write,
+            # and they join this transaction instead of waiting for the next.
+            for _ in range(_LINGER_TURNS):
+                seen = len(self._pending)
+                if seen >= self._max_batch:
+                    break
+                await asyncio.sleep(0)
+                if len(self._pending) == seen:
+                    break
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
             live = [op for op in batch if not op.future.done()]
