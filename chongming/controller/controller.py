@@ -39,7 +39,7 @@ from chongming.run.task_run import TaskRun
 from chongming.scheduler.admission import AdmissionQueue
 from chongming.scheduler.buckets import BucketPolicy, format_bucket_ranges
 from chongming.scheduler.limits import AdmissionLimits
-from chongming.state.payload import check_task_id
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_task_id
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
@@ -87,6 +87,7 @@ class Controller:
         clock: Clock | None = None,
         artifact_root: Path | None = None,
         keep_finished: int = 10_000,
+        max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self.limits = AdmissionLimits(
             max_parallel=max_parallel,
@@ -110,6 +111,15 @@ class Controller:
         if keep_finished < 0:
             raise ConfigurationError("keep_finished must be >= 0")
         self.keep_finished = keep_finished
+        if max_payload_bytes is not None and (
+            isinstance(max_payload_bytes, bool)
+            or not isinstance(max_payload_bytes, int)
+            or max_payload_bytes < 1
+        ):
+            raise ConfigurationError(
+                f"max_payload_bytes must be a positive int or None, got {max_payload_bytes!r}"
+            )
+        self.max_payload_bytes = max_payload_bytes
         self._queue: AdmissionQueue[TaskRun] = AdmissionQueue(self.limits)
         self._runs: dict[str, TaskRun] = {}
         self._finished: collections.deque[str] = collections.deque()
@@ -287,6 +297,7 @@ class Controller:
             clock=self.clock,
             artifact_root=self.artifact_root,
             host=self,
+            max_payload_bytes=self.max_payload_bytes,
         )
         self._runs[task_id] = run
         self._counts[_S.PENDING] += 1

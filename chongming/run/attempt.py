@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from chongming.errors import PayloadError
 from chongming.executors.base import Executor, StopSemantics
 from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge
-from chongming.state.payload import check_json_value
+from chongming.state.payload import check_payload
 from chongming.state.records import Failure, FailureKind, JsonValue
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import AttemptSignals, CarrierKind
@@ -157,7 +157,7 @@ class Attempt:
             stop_semantics=self.stop_semantics,
         )
         if verdict.kind is VerdictKind.SUCCEEDED:
-            verdict = _check_result(verdict, self.context)
+            verdict = _check_result(verdict, self.context, self.run.max_payload_bytes)
         self._report(verdict)
 
     def _report(self, verdict: Verdict) -> None:
@@ -265,7 +265,7 @@ class Attempt:
                 setattr(self, name, None)
 
 
-def _check_result(verdict: Verdict, context: TaskContext | None) -> Verdict:
+def _check_result(verdict: Verdict, context: TaskContext | None, limit: int | None) -> Verdict:
     if context is not None and context.has_unawaited_checkpoint:
         error = context.misuse_error()
         failure = Failure(
@@ -286,7 +286,7 @@ def _check_result(verdict: Verdict, context: TaskContext | None) -> Verdict:
         )
         return Verdict(kind=VerdictKind.FAILED, failure=failure)
     try:
-        check_json_value(value, "result")
+        check_payload(value, "result", limit)
     except PayloadError as error:
         failure = Failure(
             kind=FailureKind.RESULT_INVALID,

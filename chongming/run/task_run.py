@@ -28,7 +28,12 @@ from chongming.run.history import STATUS_VALUE, Step, extend_records
 from chongming.run.host import RunHost, StandaloneHost
 from chongming.run.outcome import Outcome
 from chongming.run.verdict import Verdict, VerdictKind
-from chongming.state.payload import check_json_value, check_label, check_task_id
+from chongming.state.payload import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_arguments,
+    check_label,
+    check_task_id,
+)
 from chongming.state.records import Failure, FailureKind, JsonValue, Progress, TaskSnapshot
 from chongming.state.records import Transition as TransitionRecord
 from chongming.state.status import TaskStatus
@@ -87,6 +92,7 @@ class TaskRun:
         "host",
         "kwargs",
         "label",
+        "max_payload_bytes",
         "name",
         "owner",
         "priority",
@@ -121,15 +127,14 @@ class TaskRun:
         artifact_root: Path | None = None,
         upstream: Mapping[str, JsonValue] | None = None,
         host: RunHost | None = None,
+        max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         spec = fn if isinstance(fn, TaskSpec) else spec_for(fn)
         args = tuple(args)
         kwargs = dict(kwargs or {})
         spec.bind_check(args, kwargs)
-        for index, value in enumerate(args):
-            check_json_value(value, f"argument {index}")
-        for key, value in kwargs.items():
-            check_json_value(value, f"argument {key!r}")
+        if args or kwargs:
+            check_arguments(args, kwargs, max_payload_bytes)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
         if timeout is not None and not isinstance(timeout, Timeout):
@@ -154,6 +159,7 @@ class TaskRun:
         self.clock = clock or SYSTEM_CLOCK
         self.artifact_root = artifact_root or default_artifact_root()
         self.upstream = upstream
+        self.max_payload_bytes = max_payload_bytes
         self._owns_host = host is None
         self.host: RunHost = host if host is not None else StandaloneHost()
         now = self.clock.now()

@@ -15,9 +15,13 @@ from typing import Any
 from chongming.errors import PayloadError
 
 __all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
     "MAX_LABEL_LENGTH",
     "MAX_TASK_ID_LENGTH",
+    "check_arguments",
+    "check_json_size",
     "check_label",
+    "check_payload",
     "check_task_id",
     "dump_json",
     "load_json",
@@ -25,6 +29,8 @@ __all__ = [
 
 MAX_TASK_ID_LENGTH = 200
 MAX_LABEL_LENGTH = 256
+#: Arguments and results are stored; past this size, store a pointer instead.
+DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
 
 # An escaped NUL is "\u0000" preceded by an even number of backslashes.
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -56,6 +62,65 @@ def check_json_value(value: Any, what: str) -> None:
             raise PayloadError(what, "NaN and infinity are not JSON")
         return
     dump_json(value, what)
+
+
+def check_payload(value: Any, what: str, limit: int | None = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+    """:func:`check_json_value` plus the size cap (UTF-8 bytes of its JSON)."""
+    kind = type(value)
+    if kind in _SCALARS or kind is float:
+        check_json_value(value, what)
+        return
+    if kind is str:
+        _check_string(value, what)
+        if limit is not None:
+            check_json_size(value, what, limit)  # the quotes and escapes are noise here
+        return
+    text = dump_json(value, what)
+    if limit is not None:
+        check_json_size(text, what, limit)
+
+
+def check_arguments(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    limit: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> None:
+    """Each argument is JSON, and all of them together fit the payload cap.
+
+    Scalars cost a type check; the whole is encoded only when a rough count
+    says it might be near the cap.
+    """
+    rough = 0
+    for index, value in enumerate(args):
+        rough += _rough_size(value, f"argument {index}")
+    for key, value in kwargs.items():
+        rough += len(key) + _rough_size(value, f"argument {key!r}")
+    if limit is not None and rough * 4 > limit:
+        check_json_size(dump_json([list(args), kwargs], "arguments"), "arguments", limit)
+
+
+def _rough_size(value: Any, what: str) -> int:
+    kind = type(value)
+    if kind is str:
+        _check_string(value, what)
+        return len(value) + 2
+    if kind in _SCALARS or kind is float:
+        check_json_value(value, what)
+        return 24
+    return len(dump_json(value, what))
+
+
+def check_json_size(text: str, what: str, limit: int) -> None:
+    """Refuse ``text`` when its UTF-8 encoding is over ``limit`` bytes (cheap when far under)."""
+    if len(text) * 4 <= limit:
+        return
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise PayloadError(
+            what,
+            f"{size:,} bytes as JSON, over the {limit:,}-byte limit; "
+            "store large data elsewhere and pass a pointer",
+        )
 
 
 def check_json_text(text: str, what: str) -> None:

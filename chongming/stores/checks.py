@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chongming.errors import PayloadError
-from chongming.state.payload import check_json_value, check_label, check_task_id
+from chongming.errors import ConfigurationError, PayloadError
+from chongming.state.payload import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_json_value,
+    check_label,
+    check_payload,
+    check_task_id,
+)
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.base import Command
 
 __all__ = [
     "check_command",
+    "check_limit",
     "check_progress",
     "check_snapshot",
     "check_snapshot_text",
@@ -59,13 +66,20 @@ def check_snapshot_text(snapshot: TaskSnapshot) -> None:
         check_text(failure.exception_type, "failure exception_type")
 
 
-def check_snapshot(snapshot: TaskSnapshot) -> None:
+def check_snapshot(snapshot: TaskSnapshot, limit: int | None = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+    """Text fields, and each JSON payload within ``limit`` bytes (``None``: no cap)."""
     check_snapshot_text(snapshot)
-    check_json_value(snapshot.result, "result")
+    check_payload(snapshot.result, "result", limit)
     if snapshot.args:
-        check_json_value(list(snapshot.args), "args")
+        check_payload(list(snapshot.args), "args", limit)
     if snapshot.kwargs:
-        check_json_value(dict(snapshot.kwargs), "kwargs")
+        check_payload(dict(snapshot.kwargs), "kwargs", limit)
+
+
+def check_limit(limit: int | None) -> int | None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigurationError(f"max_payload_bytes must be a positive int or None, got {limit!r}")
+    return limit
 
 
 def check_transitions(transitions: Sequence[Transition]) -> None:

@@ -19,11 +19,13 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 from chongming.errors import DuplicateTaskId, StoreClosed, TaskNotFound, VersionConflict
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.base import Command, ExpiredLease, TaskStore
 from chongming.stores.checks import (
     check_command,
+    check_limit,
     check_progress,
     check_snapshot,
     check_transitions,
@@ -77,8 +79,14 @@ class InMemoryTaskStore(TaskStore):
     the wall clock.
     """
 
-    def __init__(self, *, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
         self._clock = clock
+        self._limit = check_limit(max_payload_bytes)
         self._tasks: dict[str, TaskSnapshot] = {}
         self._history: dict[str, dict[int, Transition]] = {}
         self._leases: dict[str, _Lease] = {}
@@ -113,7 +121,7 @@ class InMemoryTaskStore(TaskStore):
 
     async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         self._check_open()
-        check_snapshot(snapshot)
+        check_snapshot(snapshot, self._limit)
         check_transitions(transitions)
         if snapshot.task_id in self._tasks:
             raise DuplicateTaskId(snapshot.task_id)
@@ -127,7 +135,7 @@ class InMemoryTaskStore(TaskStore):
         transitions: Sequence[Transition] = (),
     ) -> None:
         self._check_open()
-        check_snapshot(snapshot)
+        check_snapshot(snapshot, self._limit)
         check_transitions(transitions)
         current = self._tasks.get(snapshot.task_id)
         if current is None:

@@ -50,6 +50,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, ClassVar, TypeVar
@@ -62,6 +63,7 @@ from chongming.errors import (
     VersionConflict,
 )
 from chongming.state.fold import fold_history
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from chongming.state.query import TaskQuery
 from chongming.state.records import Failure, FailureKind, Progress, TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
@@ -156,6 +158,15 @@ def _command(command_id: str, task_id: str = "t", **fields: Any) -> Command:
     return Command(**base)
 
 
+def _fill(size: int) -> str:
+    """Hostile text whose JSON encoding stays within ``size`` UTF-8 bytes."""
+    unit = "".join(HOSTILE_STRINGS)
+    text = unit * (size // len(json.dumps(unit, ensure_ascii=False).encode()) + 1)
+    while len(json.dumps(text, ensure_ascii=False).encode()) > size:
+        text = text[: len(text) * 9 // 10]
+    return text
+
+
 class StoreContract:
     """Behavioural tests for a :class:`TaskStore`; see the module docstring."""
 
@@ -163,6 +174,8 @@ class StoreContract:
     long_lease_seconds: ClassVar[float] = 60.0
     wait_timeout: ClassVar[float] = 10.0
     poll_interval: ClassVar[float] = 0.02
+    #: The payload cap the store under test enforces (the default of every store).
+    max_payload_bytes: ClassVar[int] = DEFAULT_MAX_PAYLOAD_BYTES
 
     # -- hooks ---------------------------------------------------------------
 
@@ -644,7 +657,7 @@ class StoreContract:
     # -- hostile input and encodings -----------------------------------------
 
     async def test_hostile_strings_round_trip_byte_identical(self) -> None:
-        big = ("".join(HOSTILE_STRINGS) * 40_000)[:1_000_000]
+        big = _fill(self.max_payload_bytes - 64)
         async with self._store() as store:
             for i, text in enumerate(HOSTILE_STRINGS):
                 snapshot = make_snapshot(
@@ -677,6 +690,20 @@ class StoreContract:
             huge = make_snapshot("huge", args=(big,), kwargs={"big": big}, result=big)
             await store.create(huge)
             assert await store.get("huge") == huge
+
+    async def test_payloads_over_the_cap_are_refused_and_nothing_written(self) -> None:
+        cap = self.max_payload_bytes
+        over = "x" * (cap + 1)
+        async with self._store() as store:
+            for fields in ({"result": over}, {"args": (over,)}, {"kwargs": {"k": over}}):
+                error = await _raises(PayloadError, store.create(make_snapshot("big", **fields)))
+                assert "limit" in str(error)
+                assert await store.get("big") is None
+            good = make_snapshot("big")
+            await store.create(good)
+            done = dataclasses.replace(good, status_version=1, result=[over])
+            await _raises(PayloadError, store.save(done, expect_version=0))
+            assert await store.get("big") == good
 
     async def test_what_no_store_can_hold_is_refused_alike_and_nothing_written(self) -> None:
         """NUL and lone surrogates: PayloadError from every store, never a driver error."""

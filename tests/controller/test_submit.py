@@ -165,3 +165,14 @@ async def test_wait_all_bad_and_short_timeouts() -> None:
         GATES["w"].set()
         outcomes = await controller.wait_all(timeout=5)
         assert [o.value for o in outcomes] == ["w"]
+
+
+async def test_payload_cap_is_configurable() -> None:
+    async with Controller(max_payload_bytes=100) as controller:
+        controller.register("echo", echo)
+        with pytest.raises(PayloadError, match="100-byte limit"):
+            await controller.submit("echo", "x" * 200)
+        run = await controller.submit("echo", "x" * 50)
+        assert (await run.wait(5)).value == "x" * 50
+    with pytest.raises(ConfigurationError):
+        Controller(max_payload_bytes=0)

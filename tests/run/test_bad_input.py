@@ -180,3 +180,24 @@ async def test_sync_task_returning_a_coroutine_is_told_to_be_async() -> None:
     assert outcome.failure is not None
     assert outcome.failure.kind is FailureKind.RESULT_INVALID
     assert "async def" in outcome.failure.message
+
+
+async def test_payloads_over_the_cap() -> None:
+    from chongming import PayloadError, TaskRun
+
+    def echo(ctx, value):  # type: ignore[no-untyped-def]
+        return value
+
+    with pytest.raises(PayloadError, match="limit"):
+        TaskRun(echo, ("x" * (1 << 20),))
+    TaskRun(echo, ("x" * 1000,), max_payload_bytes=2000)
+    with pytest.raises(PayloadError, match="limit"):
+        TaskRun(echo, ("x" * 1000,), max_payload_bytes=500)
+
+    def big(ctx) -> str:  # type: ignore[no-untyped-def]
+        return "x" * (2 << 20)
+
+    outcome = await run_task(big)
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.RESULT_INVALID
+    assert "limit" in outcome.failure.message

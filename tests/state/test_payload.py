@@ -85,3 +85,19 @@ def test_labels() -> None:
         check_label("x" * 257)
     with pytest.raises(PayloadError, match="NUL"):
         check_label("a\x00")
+
+
+def test_payload_cap_counts_utf8_bytes() -> None:
+    from chongming.state.payload import check_arguments, check_payload
+
+    check_payload("x" * 1000, "result", limit=1000)
+    with pytest.raises(PayloadError, match="over the 1,000-byte limit"):
+        check_payload("x" * 1001, "result", limit=1000)
+    with pytest.raises(PayloadError, match="limit"):
+        check_payload("中" * 400, "result", limit=1000)  # 1,200 bytes in UTF-8
+    with pytest.raises(PayloadError, match="limit"):
+        check_payload({"rows": ["x" * 600, "y" * 600]}, "result", limit=1000)
+    check_payload({"rows": ["x" * 600, "y" * 600]}, "result", limit=None)
+    check_arguments(("x" * 400,), {"k": "y" * 400}, limit=1000)
+    with pytest.raises(PayloadError, match="arguments"):
+        check_arguments(("x" * 600,), {"k": "y" * 600}, limit=1000)

@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from chongming.errors import PayloadError
-from chongming.state.payload import check_label, check_task_id, dump_json
+from chongming.state.payload import check_json_size, check_label, check_task_id, dump_json
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores import checks
@@ -42,8 +41,8 @@ def _json(value: Any, what: str, limit: int | None) -> str:
     if not value and (value is None or value == () or value == [] or value == {}):
         return "{}" if isinstance(value, dict) else ("null" if value is None else "[]")
     text = dump_json(value, what)
-    if limit is not None and len(text) > limit // 4 and len(text.encode()) > limit:
-        raise PayloadError(what, f"larger than {limit} bytes as JSON")
+    if limit is not None:
+        check_json_size(text, what, limit)
     return text
 
 

@@ -30,6 +30,7 @@ from chongming.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.base import Command, ExpiredLease, TaskStore
@@ -83,7 +84,7 @@ class PostgresTaskStore(TaskStore):
         group_commit: bool = True,
         writers: int = 2,
         max_batch: int = 500,
-        max_payload_bytes: int | None = None,
+        max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
         read_attempts: int = 3,
         listener_probe_interval: float = 10.0,
         close_timeout: float = 10.0,

@@ -25,14 +25,15 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from chongming.errors import PayloadError, StoreClosed, StoreUnavailable
-from chongming.state.payload import check_json_text
+from chongming.errors import ConfigurationError, PayloadError, StoreClosed, StoreUnavailable
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_json_size, check_json_text
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES
 from chongming.stores.base import Command, ExpiredLease, TaskStore
 from chongming.stores.checks import (
     check_command,
+    check_limit,
     check_progress,
     check_snapshot_text,
     check_transitions,
@@ -81,13 +82,15 @@ class SqliteTaskStore(TaskStore):
         busy_timeout: float = 5.0,
         synchronous: Literal["normal", "full"] = "normal",
         max_batch: int = 500,
+        max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         if synchronous not in ("normal", "full"):
-            raise ValueError(f"synchronous must be 'normal' or 'full', got {synchronous!r}")
+            raise ConfigurationError(f"synchronous must be 'normal' or 'full', got {synchronous!r}")
         if busy_timeout < 0:
-            raise ValueError(f"busy_timeout must not be negative, got {busy_timeout}")
+            raise ConfigurationError(f"busy_timeout must not be negative, got {busy_timeout}")
         if max_batch < 1:
-            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+            raise ConfigurationError(f"max_batch must be at least 1, got {max_batch}")
+        self._limit = check_limit(max_payload_bytes)
         self._path = os.fspath(path)
         self._memory = self._path == ":memory:"
         self._where = f"SQLite database {self._path!r}"
@@ -257,7 +260,7 @@ class SqliteTaskStore(TaskStore):
     # -- snapshots -----------------------------------------------------------
 
     async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
-        row = _checked_row(snapshot)
+        row = _checked_row(snapshot, self._limit)
         check_transitions(transitions)
         future = self._future()
         op = CreateOp(
@@ -274,7 +277,7 @@ class SqliteTaskStore(TaskStore):
         expect_version: int,
         transitions: Sequence[Transition] = (),
     ) -> None:
-        row = _checked_row(snapshot)
+        row = _checked_row(snapshot, self._limit)
         check_transitions(transitions)
         future = self._future()
         op = SaveOp(
@@ -453,7 +456,7 @@ async def _close_all(connections: Iterable[aiosqlite.Connection]) -> None:
             await conn.close()
 
 
-def _checked_row(snapshot: TaskSnapshot) -> tuple[Any, ...]:
+def _checked_row(snapshot: TaskSnapshot, limit: int | None) -> tuple[Any, ...]:
     """Encode a snapshot, refusing what no store can hold with the shared error.
 
     The text fields are checked directly; the JSON fields are checked as the
@@ -467,7 +470,10 @@ def _checked_row(snapshot: TaskSnapshot) -> tuple[Any, ...]:
     except (TypeError, ValueError) as error:
         raise PayloadError("payload", f"not JSON-serialisable ({error})") from None
     for what, index in _JSON_FIELDS:
-        check_json_text(row[index], what)
+        text = row[index]
+        check_json_text(text, what)
+        if limit is not None:
+            check_json_size(text, what, limit)
     return row
 
 
