@@ -7,6 +7,7 @@ from chongming.state.audit import audit_history as audit_history
 from chongming.state.fold import FoldedState as FoldedState
 from chongming.state.fold import HistoryGap as HistoryGap
 from chongming.state.fold import fold_history as fold_history
+from chongming.state.machine import apply_transition as apply_transition
 from chongming.state.query import TaskQuery as TaskQuery
 from chongming.state.records import Failure as Failure
 from chongming.state.records import FailureKind as FailureKind

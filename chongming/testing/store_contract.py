@@ -63,6 +63,7 @@ from chongming.errors import (
     VersionConflict,
 )
 from chongming.state.fold import fold_history
+from chongming.state.machine import apply_transition
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from chongming.state.query import TaskQuery
 from chongming.state.records import Failure, FailureKind, Progress, TaskSnapshot, Transition
@@ -115,23 +116,14 @@ def next_step(
     snapshot: TaskSnapshot, to: TaskStatus, *, trigger: str = "test:step", **fields: Any
 ) -> tuple[TaskSnapshot, Transition]:
     """The snapshot after one legal move, and the transition that records it."""
-    version = snapshot.status_version + 1
+    actor = str(fields.pop("actor", "system"))
+    reason = fields.pop("reason", None)
     at = snapshot.updated_at + timedelta(seconds=1)
-    attempt = snapshot.attempt + 1 if to is _S.STARTING else snapshot.attempt
-    transition = Transition(
-        task_id=snapshot.task_id,
-        version=version,
-        from_status=snapshot.status,
-        to_status=to,
-        at=at,
-        trigger=trigger,
-        actor=str(fields.pop("actor", "system")),
-        reason=fields.pop("reason", None),
-        attempt=attempt,
+    updated, transition = apply_transition(
+        snapshot, to, trigger=trigger, at=at, actor=actor, reason=reason
     )
-    updated = dataclasses.replace(
-        snapshot, status=to, status_version=version, attempt=attempt, updated_at=at, **fields
-    )
+    if fields:
+        updated = dataclasses.replace(updated, **fields)
     return updated, transition
 
 
