@@ -33,7 +33,7 @@ from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
 from chongming.run.defaults import new_task_id
-from chongming.run.host import cancel_and_wait
+from chongming.run.host import OwnedTasks
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun
 from chongming.scheduler.admission import AdmissionQueue
@@ -124,21 +124,19 @@ class Controller:
         self._runs: dict[str, TaskRun] = {}
         self._finished: collections.deque[str] = collections.deque()
         self._counts: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = OwnedTasks()
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._submitted_since_yield = 0
 
     # -- lifecycle -----------------------------------------------------------------
 
     async def start(self) -> None:
-        """Bind to the running loop. Idempotent; not needed inside ``async with``."""
+        """Open for submissions. Idempotent; not needed inside ``async with``."""
         if self._phase in (_Phase.CLOSING, _Phase.CLOSED):
             raise ControllerClosed("the controller is closed")
         if self._phase == _Phase.OPEN:
             return
-        self._loop = asyncio.get_running_loop()
         self._phase = _Phase.OPEN
 
     async def __aenter__(self) -> Controller:
@@ -194,7 +192,7 @@ class Controller:
                 run.shutdown(reason)
         bound = self.windows.stop_grace + self.windows.cancel_window + 0.5
         await _wait_runs([run for run in running if not run.done], bound)
-        await cancel_and_wait(self._tasks, self.windows.cancel_window)
+        await self._tasks.cancel_and_wait(self.windows.cancel_window)
         await self.executor.aclose()
 
     def _check_not_closed(self) -> None:
@@ -205,8 +203,7 @@ class Controller:
         if self._phase == _Phase.OPEN:
             return
         if self._phase == _Phase.NEW:
-            # Lazily bind on first use so `controller = Controller(); await submit()` works.
-            self._loop = asyncio.get_running_loop()
+            # Open on first use, so `controller = Controller(); await submit()` works.
             self._phase = _Phase.OPEN
             return
         raise ControllerClosed("the controller is closed; it accepts no more calls")
@@ -332,11 +329,7 @@ class Controller:
         self._dispatch_ready()
 
     def spawn(self, run: TaskRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        loop = self._loop or asyncio.get_running_loop()
-        task = loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.spawn(coro)
 
     def record(self, run: TaskRun, previous: TaskStatus) -> None:
         counts = self._counts

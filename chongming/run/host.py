@@ -16,7 +16,7 @@ from chongming.state.status import TaskStatus
 if TYPE_CHECKING:
     from chongming.run.task_run import TaskRun
 
-__all__ = ["RunHost", "StandaloneHost"]
+__all__ = ["OwnedTasks", "RunHost", "StandaloneHost", "cancel_and_wait"]
 
 _log = logging.getLogger("chongming.run")
 
@@ -41,11 +41,37 @@ class RunHost(Protocol):
         """
 
 
+class OwnedTasks:
+    """The attempt tasks a host started: tracked, then cancelled and awaited on close.
+
+    Plain asyncio tasks rather than an anyio task group: a cancel scope per
+    attempt would cost more than the whole rest of the hot path.
+    """
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    @property
+    def idle(self) -> bool:
+        return all(task.done() for task in self._tasks)
+
+    async def cancel_and_wait(self, timeout: float) -> None:
+        await cancel_and_wait(self._tasks, timeout)
+
+
 class StandaloneHost:
     """Hosts runs with no admission limit and no store."""
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = OwnedTasks()
 
     def enqueue(self, run: TaskRun) -> None:
         run.dispatch()
@@ -60,18 +86,15 @@ class StandaloneHost:
         pass
 
     def spawn(self, run: TaskRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro, name=f"chongming:{run.task_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.spawn(coro, name=f"chongming:{run.task_id}")
 
     @property
     def idle(self) -> bool:
-        return all(task.done() for task in self._tasks)
+        return self._tasks.idle
 
     async def aclose(self, timeout: float) -> None:
         """Cancel and await every task it spawned, for at most ``timeout`` seconds."""
-        await cancel_and_wait(self._tasks, timeout)
+        await self._tasks.cancel_and_wait(timeout)
 
 
 async def cancel_and_wait(tasks: set[asyncio.Task[None]], timeout: float) -> None:
