@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from chongming.state.records import Failure, Progress, TaskSnapshot
@@ -25,10 +25,7 @@ __all__ = [
     "decode_progress",
     "encode_failure",
     "encode_progress",
-    "from_iso",
-    "snapshot_columns",
     "snapshot_from_columns",
-    "to_iso",
 ]
 
 
@@ -48,43 +45,6 @@ def encode_failure(failure: Failure | None) -> str | None:
 
 def decode_failure(text: str | Mapping[str, Any] | None) -> Failure | None:
     return failure_from_json(json.loads(text) if isinstance(text, str) else text)
-
-
-def to_iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat()
-
-
-def from_iso(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
-def snapshot_columns(snapshot: TaskSnapshot) -> dict[str, Any]:
-    """Column name -> value. Datetimes stay datetimes; JSON fields become text."""
-    return {
-        "task_id": snapshot.task_id,
-        "name": snapshot.name,
-        "label": snapshot.label,
-        "status": snapshot.status.value,
-        "status_version": snapshot.status_version,
-        "attempt": snapshot.attempt,
-        "max_attempts": snapshot.max_attempts,
-        "bucket": snapshot.bucket,
-        "bucket_key": snapshot.bucket_key,
-        "tags": json.dumps(sorted(snapshot.tags), ensure_ascii=False),
-        "priority": snapshot.priority,
-        "owner": snapshot.owner,
-        "created_at": snapshot.created_at,
-        "updated_at": snapshot.updated_at,
-        "queued_at": snapshot.queued_at,
-        "started_at": snapshot.started_at,
-        "finished_at": snapshot.finished_at,
-        "last_heartbeat_at": snapshot.last_heartbeat_at,
-        "progress": encode_progress(snapshot.progress),
-        "failure": encode_failure(snapshot.failure),
-        "result": json.dumps(snapshot.result, ensure_ascii=False, allow_nan=False),
-        "args": json.dumps(list(snapshot.args), ensure_ascii=False, allow_nan=False),
-        "kwargs": json.dumps(dict(snapshot.kwargs), ensure_ascii=False, allow_nan=False),
-    }
 
 
 def snapshot_from_columns(row: Mapping[str, Any]) -> TaskSnapshot:
