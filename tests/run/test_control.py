@@ -341,3 +341,77 @@ async def test_thread_task_waiting_for_a_worker_is_starting_and_stops_cleanly(
         ("starting", "stopping", "user:stop"),
         ("stopping", "stopped", "runtime:stop_confirmed"),
     ]
+
+
+async def test_stop_before_the_coroutine_starts_never_runs_it() -> None:
+    from chongming import Controller
+
+    ran: list[str] = []
+
+    async def job(ctx) -> None:  # type: ignore[no-untyped-def]
+        ran.append(ctx.task_id)
+
+    async with Controller(windows=FAST) as controller:
+        controller.register("job", job)
+        run = await controller.submit("job", task_id="early")
+        assert run.status is S.STARTING  # dispatched, the driver has not run yet
+        assert await run.stop(reason="changed my mind")
+        outcome = await run.wait(5)
+    assert outcome.status is S.STOPPED
+    assert ran == []
+    assert trajectory(run)[-2:] == [
+        ("starting", "stopping", "user:stop"),
+        ("stopping", "stopped", "runtime:stop_confirmed"),
+    ]
+    assert_sound(run)
+
+
+async def test_two_pause_calls_share_one_answer_and_resume_cancels_a_pending_pause(
+    release_threads: list[threading.Event],
+) -> None:
+    hold = threading.Event()
+    release_threads.append(hold)
+
+    def slow(ctx) -> None:  # type: ignore[no-untyped-def]
+        hold.wait(5)
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.001)
+
+    windows = ControlWindows(stop_grace=1, pause_window=5)
+    async with TaskRun(slow, windows=windows) as run:
+        await wait_status(run, S.RUNNING)
+        first = asyncio.ensure_future(run.pause())
+        await wait_status(run, S.PAUSING)
+        second = asyncio.ensure_future(run.pause())
+        await asyncio.sleep(0)
+        assert await run.resume() is True  # withdraws the pause before it was reached
+        assert await first is False
+        assert await second is False
+        assert run.status is S.RUNNING
+        hold.set()
+        assert await run.pause() is True  # a new pause now reaches a checkpoint
+        await run.stop()
+        assert (await run.wait(5)).status is S.STOPPED
+    steps = trajectory(run)
+    assert ("pausing", "running", "user:resume") in steps
+    assert steps.count(("running", "pausing", "user:pause")) == 2
+    assert_sound(run)
+
+
+async def test_a_timeout_while_pausing_fails_the_attempt() -> None:
+    from chongming import Timeout
+
+    async def stuck(ctx) -> None:  # type: ignore[no-untyped-def]
+        await asyncio.sleep(30)  # never reaches a checkpoint
+
+    windows = ControlWindows(stop_grace=1, cancel_window=1, pause_window=5)
+    async with TaskRun(stuck, windows=windows, timeout=Timeout(per_attempt=0.2)) as run:
+        await wait_status(run, S.RUNNING)
+        pause = asyncio.ensure_future(run.pause())
+        outcome = await run.wait(5)
+        assert await pause is False
+    assert outcome.status is S.FAILED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.TIMEOUT_ATTEMPT
+    assert trajectory(run)[-1] == ("pausing", "failed", "executor:failed")
