@@ -102,3 +102,25 @@ async def test_bad_grace() -> None:
     with pytest.raises(ConfigurationError):
         await controller.close(grace=-1)
     await controller.close()
+
+
+async def test_close_stops_paused_tasks_too() -> None:
+    import time
+
+    def thread_loop(ctx) -> None:  # type: ignore[no-untyped-def]
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.001)
+
+    controller = Controller(max_parallel=2, windows=FAST)
+    controller.register("coroutine", loops)
+    controller.register("thread", thread_loop)
+    await controller.start()
+    runs = [await controller.submit("coroutine"), await controller.submit("thread")]
+    for run in runs:
+        await wait_status(run, S.RUNNING)
+        assert await run.pause()
+    await controller.close()
+    for run in runs:
+        assert run.status is S.STOPPED
+        assert [t.to_status for t in run.transitions][-3:] == [S.PAUSED, S.STOPPING, S.STOPPED]
