@@ -1,0 +1,68 @@
+"""The behaviour every :class:`~chongming.stores.base.TaskStore` must show.
+
+Subclass :class:`StoreContract` in your test suite and implement
+:meth:`StoreContract.make_store`; every ``async def test_*`` coroutine then
+runs against your backend (pytest with pytest-asyncio in ``asyncio_mode =
+"auto"`` collects them from a ``Test*`` subclass)::
+
+    from chongming.testing.store_contract import StoreContract
+
+    class TestMyStore(StoreContract):
+        async def make_store(self) -> TaskStore:
+            return MyStore(...)          # fresh and empty for every test
+
+Importing this module never imports pytest: the checks are plain ``assert``
+statements, so any async test runner can drive them.
+
+Hooks (a stable API):
+
+``async def make_store(self) -> TaskStore`` (required)
+    Return a new store over an **empty** database, not yet opened (the tests
+    rely on the implicit open of the first operation, and some call ``open()``
+    or ``async with`` themselves). A sync ``def`` returning the store also
+    works.
+``async def release_store(self, store) -> None``
+    Called after each test, even a failed one. The default closes the store;
+    override it to also drop a per-test schema or assert that no connection
+    leaked (call ``super().release_store(store)`` first).
+``async def advance_clock(self, seconds) -> None``
+    Move the store's clock forward. Lease tests call it, then poll the store
+    with a bounded deadline until the lease has expired. The default does
+    nothing: a store whose clock is real (SQLite's wall clock, PostgreSQL's
+    ``now()``) simply lets real time pass. Such backends keep the default and,
+    if their clock is coarse or remote, raise :attr:`lease_seconds` (short
+    TTLs keep the suite fast) and :attr:`wait_timeout` (the polling bound).
+
+Class attributes: :attr:`lease_seconds` (the short TTL used where a lease
+must run out, 0.2 s), :attr:`long_lease_seconds` (a TTL that never runs out
+during a test, 60 s), :attr:`wait_timeout` and :attr:`poll_interval`.
+
+Boundary limits are part of the contract: NUL and lone surrogates in any text
+and JSON payloads over :attr:`max_payload_bytes` are refused with
+:class:`~chongming.errors.PayloadError` and nothing is written (use
+:mod:`chongming.stores.checks` in your backend).
+
+What is *not* specified (and not tested): ``append`` of transitions for a
+task that was never created; whether ``complete_command`` succeeds for a
+holder whose lease expired but was not claimed by anyone else.
+"""
+
+from __future__ import annotations
+
+from chongming.testing.store_contract._support import HOSTILE_STRINGS as HOSTILE_STRINGS
+from chongming.testing.store_contract._support import make_snapshot as make_snapshot
+from chongming.testing.store_contract._support import next_step as next_step
+from chongming.testing.store_contract.commands import CommandContract
+from chongming.testing.store_contract.history import HistoryContract
+from chongming.testing.store_contract.payloads import PayloadContract
+from chongming.testing.store_contract.snapshots import SnapshotContract
+
+__all__ = ["HOSTILE_STRINGS", "StoreContract", "make_snapshot", "next_step"]
+
+
+class StoreContract(SnapshotContract, HistoryContract, CommandContract, PayloadContract):
+    """Behavioural tests for a :class:`~chongming.stores.base.TaskStore`.
+
+    Subclass it as ``Test...`` and implement ``make_store``; see the package
+    docstring for the hooks.
+    """
