@@ -177,6 +177,21 @@ def test_buckets_shows_a_backlog_in_one_bucket_only() -> None:
     ]
 
 
+def test_sync_script_runs_from_plain_threads() -> None:
+    lines = run_example("sync_script.py")
+    assert_in_order(
+        lines,
+        [
+            "img-0: succeeded -> img-0.png resized",
+            "img-1: succeeded -> img-1.png resized",
+            "img-2: succeeded -> img-2.png resized",
+            "img-3: succeeded -> img-3.png resized",
+            "    active 0 (queued 0, holding a slot 0)",
+            "stop of a finished task issued: False",
+        ],
+    )
+
+
 #: Examples tested elsewhere (they need a server or a store fixture).
 TESTED_ELSEWHERE = {
     "fastapi_app.py": "tests/embedding/test_fastapi.py",
@@ -192,6 +207,7 @@ def test_every_example_is_covered() -> None:
         "retry_and_timeout.py",
         "controller_queueing.py",
         "buckets.py",
+        "sync_script.py",
         *TESTED_ELSEWHERE,
     }
     present = {path.name for path in EXAMPLES.glob("*.py")}
