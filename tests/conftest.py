@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import settings
 
 from chongming.policies import ControlWindows
+
+# CI runs every property test at a fixed seed (a red CI must be reproducible)
+# and keeps no example database between runs.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 #: Short windows keep control tests fast; every wait still has slack.
 FAST = ControlWindows(stop_grace=0.3, cancel_window=0.3, pause_window=0.5)
