@@ -138,7 +138,6 @@ class Attempt:
         error: BaseException | None = None,
         cancelled: bool = False,
     ) -> None:
-        self._cancel_timers()
         if self.finished:
             _log.info(
                 "attempt %d of task %r ended after it was given up as lost",
