@@ -43,6 +43,7 @@ from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_task_id
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
+from chongming.stores.checks import check_limit
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import ExecutorChoice, TaskSpec
 
@@ -111,15 +112,7 @@ class Controller:
         if keep_finished < 0:
             raise ConfigurationError("keep_finished must be >= 0")
         self.keep_finished = keep_finished
-        if max_payload_bytes is not None and (
-            isinstance(max_payload_bytes, bool)
-            or not isinstance(max_payload_bytes, int)
-            or max_payload_bytes < 1
-        ):
-            raise ConfigurationError(
-                f"max_payload_bytes must be a positive int or None, got {max_payload_bytes!r}"
-            )
-        self.max_payload_bytes = max_payload_bytes
+        self.max_payload_bytes = check_limit(max_payload_bytes)
         self._queue: AdmissionQueue[TaskRun] = AdmissionQueue(self.limits)
         self._runs: dict[str, TaskRun] = {}
         self._finished: collections.deque[str] = collections.deque()

@@ -303,3 +303,17 @@ class TcpProxy:
         for side in pair:
             transport = side.transport
             transport.abort()
+
+
+async def reread(store: Any, task_id: str) -> Any:
+    """The stored snapshot, retrying while the server is away (a write's outcome is unknown)."""
+    from chongming.errors import StoreUnavailable
+
+    while True:
+        try:
+            stored = await store.get(task_id)
+        except StoreUnavailable:
+            await asyncio.sleep(0.05)
+            continue
+        assert stored is not None
+        return stored

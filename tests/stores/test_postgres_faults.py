@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import pytest
-from pg_support import PgStoreFactory, TcpProxy, admin_connection, require_postgres
+from pg_support import PgStoreFactory, TcpProxy, admin_connection, require_postgres, reread
 
 from chongming.errors import StoreUnavailable, VersionConflict
 from chongming.state.fold import fold_history
-from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind
 from chongming.testing.store_contract import make_snapshot, next_step
@@ -108,16 +108,6 @@ async def test_terminated_backends_mid_run_lose_no_acknowledged_write(
     counts = {"unavailable": 0, "conflicts": 0, "kills": 0}
     stop = asyncio.Event()
 
-    async def reread(task_id: str) -> TaskSnapshot:
-        while True:
-            try:
-                stored = await store.get(task_id)
-            except StoreUnavailable:
-                await asyncio.sleep(0.05)
-                continue
-            assert stored is not None
-            return stored
-
     async def writer(task_id: str) -> None:
         current = make_snapshot(task_id)
         await store.create(current)
@@ -130,11 +120,11 @@ async def test_terminated_backends_mid_run_lose_no_acknowledged_write(
                 )
             except StoreUnavailable:
                 counts["unavailable"] += 1  # outcome unknown: look, then carry on
-                current = await reread(task_id)
+                current = await reread(store, task_id)
                 continue
             except VersionConflict:
                 counts["conflicts"] += 1  # a committed write reported as failed
-                current = await reread(task_id)
+                current = await reread(store, task_id)
                 continue
             acked.append(transition)
             current = new

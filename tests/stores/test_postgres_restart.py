@@ -21,11 +21,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from pg_support import REQUIRED
+from pg_support import REQUIRED, reread
 
 from chongming.errors import StoreUnavailable, VersionConflict
 from chongming.state.audit import audit_history
-from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 from chongming.testing.store_contract import make_snapshot, next_step
 
@@ -127,16 +127,6 @@ async def test_server_restart_loses_no_acknowledged_transition(cluster: Cluster)
     accepting_again: list[float] = []
     first_ack_after: list[float] = []
 
-    async def reread(task_id: str) -> TaskSnapshot:
-        while True:
-            try:
-                stored = await store.get(task_id)
-            except StoreUnavailable:
-                await asyncio.sleep(0.05)
-                continue
-            assert stored is not None
-            return stored
-
     async def writer(task_id: str) -> None:
         current = make_snapshot(task_id)
         while True:
@@ -153,7 +143,7 @@ async def test_server_restart_loses_no_acknowledged_transition(cluster: Cluster)
                     new, expect_version=current.status_version, transitions=[transition]
                 )
             except (StoreUnavailable, VersionConflict):
-                current = await reread(task_id)  # outcome unknown: look, then carry on
+                current = await reread(store, task_id)  # outcome unknown: look, then carry on
                 continue
             acked.append(transition)
             if accepting_again and not first_ack_after:
