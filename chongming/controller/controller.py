@@ -39,11 +39,10 @@ from chongming.run.task_run import TaskRun
 from chongming.scheduler.admission import AdmissionQueue
 from chongming.scheduler.buckets import BucketPolicy, format_bucket_ranges
 from chongming.scheduler.limits import AdmissionLimits
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_task_id
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, check_task_id
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
-from chongming.stores.checks import check_limit
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import ExecutorChoice, TaskSpec
 

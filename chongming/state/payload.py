@@ -3,6 +3,12 @@
 Both SQLite and PostgreSQL must accept whatever passes here, so the rules are
 the stricter of the two: no NaN or infinity, no NUL, no lone surrogates.
 Failing early with :class:`PayloadError` means nothing is ever half-stored.
+
+Integers are kept within signed 64 bits: what SQLite and PostgreSQL keep as
+exact integers, and far below the 4,300 digits Python's ``json`` refuses.
+:func:`json_form` gives a value the shape it has once read back from any
+store (tuples become lists, non-string keys become strings), so every store
+answers the same for the same input.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import re
 import unicodedata
 from typing import Any
 
-from chongming.errors import PayloadError
+from chongming.errors import ConfigurationError, PayloadError
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -21,9 +27,11 @@ __all__ = [
     "check_arguments",
     "check_json_size",
     "check_label",
+    "check_limit",
     "check_payload",
     "check_task_id",
     "dump_json",
+    "json_form",
     "load_json",
 ]
 
@@ -35,10 +43,17 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
 # An escaped NUL is "\u0000" preceded by an even number of backslashes.
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _SCALARS = (bool, int, type(None))
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+#: Digits (with sign) beyond which a JSON integer cannot fit in 64 bits.
+_INT_DIGITS = 19
+_LONG_DIGITS = re.compile(r"\d{19}")
 
 
 def dump_json(value: Any, what: str) -> str:
     """Serialise ``value`` or raise :class:`PayloadError` saying why not."""
+    kind = type(value)
+    if kind is int:
+        _check_int(value, what)
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except RecursionError:
@@ -46,12 +61,52 @@ def dump_json(value: Any, what: str) -> str:
     except (TypeError, ValueError) as error:
         raise PayloadError(what, f"not JSON-serialisable ({error})") from None
     check_json_text(text, what)
+    if kind is not int and kind not in (str, float, bool, type(None)):
+        _check_ints_in(text, what)
     return text
+
+
+def json_form(value: Any, what: str, limit: int | None = DEFAULT_MAX_PAYLOAD_BYTES) -> Any:
+    """``value`` as every store returns it, after the checks of :func:`check_payload`.
+
+    Scalars come back as they are; containers are encoded once and decoded,
+    so a tuple is a list and ``{1: "a"}`` is ``{"1": "a"}`` before anything
+    is stored or handed out.
+    """
+    kind = type(value)
+    if kind in _SCALARS or kind is float or kind is str:
+        check_payload(value, what, limit)
+        return value
+    text = dump_json(value, what)
+    if limit is not None:
+        check_json_size(text, what, limit)
+    return json.loads(text)
+
+
+def _check_int(value: int, what: str) -> None:
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise PayloadError(what, "holds an integer outside signed 64 bits, which stores cannot keep")
+
+
+def _check_ints_in(text: str, what: str) -> None:
+    """Refuse encoded JSON holding an integer outside signed 64 bits (cheap when none can)."""
+    if len(text) < _INT_DIGITS or not _LONG_DIGITS.search(text):
+        return
+    json.loads(text, parse_int=lambda digits: _parse_int(digits, what))
+
+
+def _parse_int(digits: str, what: str) -> int:
+    if len(digits) >= _INT_DIGITS:
+        _check_int(int(digits), what)
+    return 0
 
 
 def check_json_value(value: Any, what: str) -> None:
     """Like :func:`dump_json` but cheap for the scalars most tasks use."""
     kind = type(value)
+    if kind is int:
+        _check_int(value, what)
+        return
     if kind in _SCALARS:
         return
     if kind is str:
@@ -133,6 +188,13 @@ def check_json_text(text: str, what: str) -> None:
             raise PayloadError(
                 what, "contains a lone surrogate, which is not valid UTF-8"
             ) from None
+
+
+def check_limit(limit: object) -> int | None:
+    """A ``max_payload_bytes`` setting: a positive int, or ``None`` for no cap."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigurationError(f"max_payload_bytes must be a positive int or None, got {limit!r}")
+    return limit
 
 
 def load_json(text: str) -> Any:

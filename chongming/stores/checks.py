@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chongming.errors import ConfigurationError, PayloadError
+from chongming.errors import PayloadError
 from chongming.state.payload import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     check_json_value,
@@ -23,7 +23,6 @@ from chongming.stores.base import Command
 
 __all__ = [
     "check_command",
-    "check_limit",
     "check_progress",
     "check_snapshot",
     "check_snapshot_text",
@@ -74,12 +73,6 @@ def check_snapshot(snapshot: TaskSnapshot, limit: int | None = DEFAULT_MAX_PAYLO
         check_payload(list(snapshot.args), "args", limit)
     if snapshot.kwargs:
         check_payload(dict(snapshot.kwargs), "kwargs", limit)
-
-
-def check_limit(limit: int | None) -> int | None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigurationError(f"max_payload_bytes must be a positive int or None, got {limit!r}")
-    return limit
 
 
 def check_transitions(transitions: Sequence[Transition]) -> None:

@@ -19,13 +19,12 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 from chongming.errors import DuplicateTaskId, StoreClosed, TaskNotFound, VersionConflict
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.base import Command, ExpiredLease, TaskStore
 from chongming.stores.checks import (
     check_command,
-    check_limit,
     check_progress,
     check_snapshot,
     check_transitions,

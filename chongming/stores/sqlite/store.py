@@ -26,14 +26,18 @@ from typing import Any, Literal
 import aiosqlite
 
 from chongming.errors import ConfigurationError, PayloadError, StoreClosed, StoreUnavailable
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_json_size, check_json_text
+from chongming.state.payload import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_json_size,
+    check_json_text,
+    check_limit,
+)
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES
 from chongming.stores.base import Command, ExpiredLease, TaskStore
 from chongming.stores.checks import (
     check_command,
-    check_limit,
     check_progress,
     check_snapshot_text,
     check_transitions,
