@@ -85,7 +85,7 @@ def json_form(value: Any, what: str, limit: int | None = DEFAULT_MAX_PAYLOAD_BYT
 
 def _check_int(value: int, what: str) -> None:
     if not _INT_MIN <= value <= _INT_MAX:
-        raise PayloadError(what, "holds an integer outside signed 64 bits, which stores cannot keep")
+        raise PayloadError(what, "holds an integer outside signed 64 bits (stores cannot keep it)")
 
 
 def _check_ints_in(text: str, what: str) -> None:
