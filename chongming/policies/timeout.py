@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 
-from chongming.errors import ConfigurationError
+from chongming.policies.checks import check_seconds
 from chongming.state.records import FailureKind
 
 __all__ = ["Expiry", "Timeout"]
@@ -34,16 +33,10 @@ class Timeout:
     start: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("start", "per_attempt", "idle"):
+        for name in ("per_attempt", "idle", "start"):
             value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigurationError(f"timeout {name} must be a number, got {value!r}")
-            if not math.isfinite(value) or value <= 0:
-                raise ConfigurationError(
-                    f"timeout {name} must be a positive finite number of seconds, got {value!r}"
-                )
+            if value is not None:
+                check_seconds("Timeout", name, value)
 
     @property
     def watches_attempt(self) -> bool:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 
-from chongming.errors import ConfigurationError
+from chongming.policies.checks import check_seconds
 
 __all__ = ["ControlWindows"]
 
@@ -29,8 +28,4 @@ class ControlWindows:
 
     def __post_init__(self) -> None:
         for name in ("stop_grace", "cancel_window", "pause_window"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigurationError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(value) or value <= 0:
-                raise ConfigurationError(f"{name} must be a positive number of seconds")
+            check_seconds("ControlWindows", name, getattr(self, name))
