@@ -1,5 +1,6 @@
 """Policies as pure data and decisions: no asyncio, no clock reads."""
 
+from chongming.policies.retry import Backoff as Backoff
 from chongming.policies.retry import ExponentialBackoff as ExponentialBackoff
 from chongming.policies.retry import RetryDecision as RetryDecision
 from chongming.policies.retry import RetryPolicy as RetryPolicy
