@@ -15,6 +15,7 @@ keeps working for callers who do not know chongming::
     │   └── NeverStarted                   the carrier saw the stop before the function began
     ├── CheckpointMisuse (TypeError)       the wrong checkpoint flavour for the task kind
     ├── ControllerClosed (RuntimeError)    use of a controller after close()
+    ├── ExecutorClosed (RuntimeError)      use of an executor after aclose()
     ├── AdmissionStateError (LookupError)  an admission-queue item in the wrong state for the call
     └── StoreError                         the persistence layer, translated at its boundary
         ├── StoreClosed                    use of a store after close()
@@ -40,6 +41,7 @@ __all__ = [
     "ControllerClosed",
     "DuplicateTask",
     "DuplicateTaskId",
+    "ExecutorClosed",
     "InvalidTransition",
     "NeverStarted",
     "PayloadError",
@@ -127,6 +129,10 @@ class CheckpointMisuse(ChongmingError, TypeError):
 
 class ControllerClosed(ChongmingError, RuntimeError):
     """The controller was closed; it accepts no more calls."""
+
+
+class ExecutorClosed(ChongmingError, RuntimeError):
+    """An executor was asked to run something after ``aclose()``."""
 
 
 class AdmissionStateError(ChongmingError, LookupError):

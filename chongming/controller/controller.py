@@ -7,11 +7,10 @@ runs (FastAPI lifespan, aiohttp ``cleanup_ctx``, a worker's ``main()``).
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import os
 import socket
-from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock
+from chongming.controller.host import ControllerHost
 from chongming.controller.statistics import ControllerStats
 from chongming.errors import (
     BucketNotOwned,
@@ -28,21 +28,17 @@ from chongming.errors import (
     TaskNotFound,
 )
 from chongming.executors.base import Executor
-from chongming.executors.thread import ThreadExecutor
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
-from chongming.run.defaults import new_task_id
-from chongming.run.host import OwnedTasks
 from chongming.run.outcome import Outcome
-from chongming.run.task_run import TaskRun
-from chongming.scheduler.admission import AdmissionQueue
+from chongming.run.task_run import TaskRun, check_tags
 from chongming.scheduler.buckets import BucketPolicy, format_bucket_ranges
 from chongming.scheduler.limits import AdmissionLimits
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, check_task_id
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
-from chongming.state.status import TERMINAL_STATUSES, TaskStatus
+from chongming.state.status import TaskStatus
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import ExecutorChoice, TaskSpec
 
@@ -50,7 +46,6 @@ __all__ = ["Controller"]
 
 _log = logging.getLogger("chongming.controller")
 _SUBMITS_PER_YIELD = 16
-_TERMINAL = TERMINAL_STATUSES
 _S = TaskStatus
 
 
@@ -101,7 +96,10 @@ class Controller:
         self.owner = owner or default_owner()
         if executor is not None and not isinstance(executor, Executor):
             raise ConfigurationError(f"executor must be an Executor, got {executor!r}")
-        self.executor = executor or ThreadExecutor(max_workers=max(max_parallel, 1))
+        if windows is not None and not isinstance(windows, ControlWindows):
+            raise ConfigurationError(
+                f"windows must be a ControlWindows, got {type(windows).__name__}"
+            )
         self.windows = windows or ControlWindows()
         self.registry = registry if registry is not None else TaskRegistry()
         self.clock = clock or SYSTEM_CLOCK
@@ -112,11 +110,7 @@ class Controller:
             raise ConfigurationError("keep_finished must be >= 0")
         self.keep_finished = keep_finished
         self.max_payload_bytes = check_limit(max_payload_bytes)
-        self._queue: AdmissionQueue[TaskRun] = AdmissionQueue(self.limits)
-        self._runs: dict[str, TaskRun] = {}
-        self._finished: collections.deque[str] = collections.deque()
-        self._counts: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
-        self._tasks = OwnedTasks()
+        self._host = ControllerHost(self.limits, executor=executor, keep_finished=keep_finished)
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
         self._submitted_since_yield = 0
@@ -173,10 +167,10 @@ class Controller:
 
     async def _shutdown(self, grace: float) -> None:
         reason = "the controller is closing"
-        for run in list(self._runs.values()):
+        for run in self._host.runs():
             if run.status in (_S.QUEUED, _S.PENDING, _S.BLOCKED, _S.RETRY_WAIT):
                 run.shutdown(reason)
-        running = [run for run in self._runs.values() if not run.done]
+        running = [run for run in self._host.runs() if not run.done]
         if running and grace > 0:
             await _wait_runs(running, grace)
         for run in running:
@@ -184,8 +178,7 @@ class Controller:
                 run.shutdown(reason)
         bound = self.windows.stop_grace + self.windows.cancel_window + 0.5
         await _wait_runs([run for run in running if not run.done], bound)
-        await self._tasks.cancel_and_wait(self.windows.cancel_window)
-        await self.executor.aclose()
+        await self._host.aclose(self.windows.cancel_window)
 
     def _check_not_closed(self) -> None:
         if self._phase in (_Phase.CLOSING, _Phase.CLOSED):
@@ -254,19 +247,11 @@ class Controller:
         """
         self._check_open()
         spec = self.registry.get(name)
-        if task_id is None:
-            task_id = new_task_id()
-        else:
-            check_task_id(task_id)
-        if task_id in self._runs:
+        if task_id is not None and check_task_id(task_id) in self._host:
             raise DuplicateTask(task_id)
         bucket = self._bucket_for(bucket_key)
         if tags is not None:
-            if isinstance(tags, str):
-                raise ConfigurationError("tags must be a collection of strings, not a string")
-            tags = spec.tags | frozenset(tags)
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise ConfigurationError(f"priority must be an int, got {priority!r}")
+            tags = spec.tags | check_tags(tags)
         run = TaskRun(
             spec,
             args,
@@ -276,7 +261,7 @@ class Controller:
             label=label,
             retry=retry,
             timeout=timeout,
-            executor=spec.executor or self.executor,
+            executor=spec.executor,
             tags=tags,
             priority=priority,
             bucket=bucket,
@@ -285,12 +270,10 @@ class Controller:
             windows=self.windows,
             clock=self.clock,
             artifact_root=self.artifact_root,
-            host=self,
+            host=self._host,
             max_payload_bytes=self.max_payload_bytes,
         )
-        self._runs[task_id] = run
-        self._counts[_S.PENDING] += 1
-        run.submit()
+        self._host.admit(run)
         self._submitted_since_yield += 1
         if self._submitted_since_yield >= _SUBMITS_PER_YIELD:
             # A tight submit loop would otherwise hold the event loop for as
@@ -307,56 +290,15 @@ class Controller:
             raise BucketNotOwned(bucket, format_bucket_ranges(self.owned_buckets))
         return bucket
 
-    # -- RunHost: what the runs call back -------------------------------------------------
-
-    def enqueue(self, run: TaskRun) -> None:
-        self._queue.push(run, priority=run.priority, bucket=run.bucket, tags=run.tags)
-        self._dispatch_ready()
-
-    def withdraw(self, run: TaskRun) -> None:
-        self._queue.discard(run)
-
-    def release(self, run: TaskRun) -> None:
-        self._queue.release(run)
-        self._dispatch_ready()
-
-    def spawn(self, run: TaskRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        return self._tasks.spawn(coro)
-
-    def record(self, run: TaskRun, previous: TaskStatus) -> None:
-        counts = self._counts
-        status = run.status
-        counts[previous] -= 1
-        counts[status] += 1
-        if status in _TERMINAL:
-            self._retire(run)
-
-    def _dispatch_ready(self) -> None:
-        queue = self._queue
-        while True:
-            run = queue.pop_ready()
-            if run is None:
-                return
-            if not run.dispatch():
-                queue.release(run)
-
-    def _retire(self, run: TaskRun) -> None:
-        finished = self._finished
-        finished.append(run.task_id)
-        while len(finished) > self.keep_finished:
-            old = self._runs.pop(finished.popleft(), None)
-            if old is not None:
-                self._counts[old.status] -= 1
-
     # -- queries -------------------------------------------------------------------------
 
     def run_for(self, task_id: str) -> TaskRun:
         """The live handle of a task this controller holds."""
         self._check_not_closed()
-        try:
-            return self._runs[task_id]
-        except KeyError:
-            raise TaskNotFound(task_id) from None
+        run = self._host.get(task_id)
+        if run is None:
+            raise TaskNotFound(task_id)
+        return run
 
     async def get(self, task_id: str) -> TaskSnapshot:
         """The task's latest snapshot; :class:`TaskNotFound` if unknown."""
@@ -370,7 +312,7 @@ class Controller:
         self._check_not_closed()
         query = query or TaskQuery()
         result: list[TaskSnapshot] = []
-        for run in self._runs.values():
+        for run in self._host.runs():
             snapshot = run.snapshot
             if query.matches(snapshot):
                 result.append(snapshot)
@@ -380,11 +322,12 @@ class Controller:
 
     async def stats(self) -> ControllerStats:
         self._check_not_closed()
-        admission = self._queue.statistics()
-        by_status = {status.value: count for status, count in self._counts.items() if count}
-        active = sum(count for status, count in self._counts.items() if not status.is_terminal)
+        admission = self._host.admission()
+        counts = self._host.counts()
+        by_status = {status.value: count for status, count in counts.items() if count}
+        active = sum(count for status, count in counts.items() if not status.is_terminal)
         return ControllerStats(
-            total=len(self._runs),
+            total=len(self._host),
             active=active,
             by_status=by_status,
             queued=admission.waiting,
@@ -400,19 +343,20 @@ class Controller:
         """Ask a task to stop; see :meth:`TaskRun.stop`. False if it already ended."""
         return await self.run_for(task_id).stop(reason=reason, actor=actor)
 
-    async def pause(self, task_id: str, *, actor: str = "user") -> bool:
+    async def pause(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
         """Pause a task at its next checkpoint; False (rolled back) if not reached in time."""
-        return await self.run_for(task_id).pause(actor=actor)
+        return await self.run_for(task_id).pause(reason=reason, actor=actor)
 
-    async def resume(self, task_id: str, *, actor: str = "user") -> bool:
-        return await self.run_for(task_id).resume(actor=actor)
+    async def resume(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
+        """Resume a paused task; False if it was not paused."""
+        return await self.run_for(task_id).resume(reason=reason, actor=actor)
 
     async def stop_all(self, *, reason: str | None = None, actor: str = "user") -> int:
         """Ask every unfinished task to stop. Returns how many requests were issued,
         not how many tasks have stopped: use :meth:`wait_all` for that."""
         self._check_not_closed()
         issued = 0
-        for run in list(self._runs.values()):
+        for run in self._host.runs():
             if await run.stop(reason=reason, actor=actor):
                 issued += 1
         return issued
@@ -428,7 +372,7 @@ class Controller:
         ):
             raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
         self._check_not_closed()
-        runs = list(self._runs.values())
+        runs = list(self._host.runs())
         if timeout is None:
             await _all_done(runs)
         else:
@@ -437,7 +381,7 @@ class Controller:
         return [run.outcome for run in runs if run.outcome is not None]
 
     def __repr__(self) -> str:
-        return f"<Controller owner={self.owner!r} {self._phase} tasks={len(self._runs)}>"
+        return f"<Controller owner={self.owner!r} {self._phase} tasks={len(self._host)}>"
 
 
 def _owned(owned: Iterable[int] | None, num_buckets: int) -> frozenset[int] | None:

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from chongming.errors import ConfigurationError, NeverStarted
+from chongming.errors import ConfigurationError, ExecutorClosed, NeverStarted
 from chongming.executors.base import Executor, StopSemantics, ThreadBaseException
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind
@@ -27,7 +27,12 @@ __all__ = ["ThreadExecutor"]
 
 
 class ThreadExecutor(Executor):
-    """Worker threads bounded by an anyio capacity limiter (``max_workers``)."""
+    """Worker threads bounded by an anyio capacity limiter (``max_workers``).
+
+    ``aclose()`` refuses new calls and waits until every call still awaited
+    through this executor has returned; a call whose caller gave up on it
+    (an abandoned thread, recorded ``lost``) is not waited for.
+    """
 
     carrier = CarrierKind.THREAD
     stop_semantics = StopSemantics.ABANDON
@@ -41,6 +46,14 @@ class ThreadExecutor(Executor):
         self._limiters: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, anyio.CapacityLimiter
         ] = weakref.WeakKeyDictionary()
+        self._in_flight = 0
+        self._drained: asyncio.Event | None = None
+        self._closed = False
+
+    @property
+    def in_flight(self) -> int:
+        """Calls awaited through this executor right now."""
+        return self._in_flight
 
     async def run(
         self,
@@ -49,13 +62,27 @@ class ThreadExecutor(Executor):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
+        if self._closed:
+            raise ExecutorClosed("the thread executor is closed")
         loop = asyncio.get_running_loop()
         limiter = self._limiters.get(loop)
         if limiter is None:
             limiter = self._limiters[loop] = anyio.CapacityLimiter(self.max_workers)
-        return await anyio.to_thread.run_sync(
-            _call, fn, context, args, kwargs, abandon_on_cancel=True, limiter=limiter
-        )
+        self._in_flight += 1
+        try:
+            return await anyio.to_thread.run_sync(
+                _call, fn, context, args, kwargs, abandon_on_cancel=True, limiter=limiter
+            )
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0 and self._drained is not None:
+                self._drained.set()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._in_flight:
+            self._drained = asyncio.Event()
+            await self._drained.wait()
 
     def __repr__(self) -> str:
         return f"ThreadExecutor(max_workers={self.max_workers})"

@@ -6,19 +6,15 @@ import asyncio
 import dataclasses
 import inspect
 import logging
-import time
-from typing import TYPE_CHECKING
 
 from chongming.errors import PayloadError
-from chongming.executors.base import Executor, StopSemantics
+from chongming.executors.base import StopSemantics
+from chongming.run.plan import AttemptListener, AttemptPlan
 from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge
-from chongming.state.payload import check_payload
+from chongming.state.payload import json_form
 from chongming.state.records import Failure, FailureKind, JsonValue
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import AttemptSignals, CarrierKind
-
-if TYPE_CHECKING:
-    from chongming.run.task_run import TaskRun
 
 __all__ = ["Attempt"]
 
@@ -26,38 +22,40 @@ _log = logging.getLogger("chongming.run")
 
 
 class Attempt:
-    """Owned by its :class:`TaskRun`; at most one is current at a time.
+    """One try of a run; its run holds at most one current attempt at a time.
 
     All methods run on the event-loop thread. The driver coroutine reports
     its end once; timers that give up on a carrier report for it, and a late
-    end after that is dropped (the run already recorded ``lost``).
+    end after that is dropped (the run already recorded ``lost``). Time is
+    read on the loop's clock, the one its timers run on.
     """
 
     __slots__ = (
         "_cancel_timer",
         "_grace_timer",
+        "_listener",
         "_loop",
         "_watch_timer",
         "context",
-        "executor",
         "finished",
         "force",
         "number",
         "paused_since",
         "paused_total",
-        "run",
+        "plan",
         "signals",
         "started",
         "task",
     )
 
-    def __init__(self, run: TaskRun, number: int, executor: Executor | None) -> None:
-        self.run = run
+    def __init__(self, plan: AttemptPlan, number: int, listener: AttemptListener) -> None:
+        self.plan = plan
         self.number = number
-        self.executor = executor
-        self._loop = asyncio.get_running_loop()
+        self._listener = listener
+        self._loop = loop = asyncio.get_running_loop()
+        executor = plan.executor
         carrier = CarrierKind.COROUTINE if executor is None else executor.carrier
-        self.signals = AttemptSignals(carrier, self._loop, self._pause_reached, self._launched)
+        self.signals = AttemptSignals(carrier, loop, self._pause_reached, self._launched)
         self.context: TaskContext | None = None
         self.task: asyncio.Task[None] | None = None
         self.force: Force | None = None
@@ -71,25 +69,47 @@ class Attempt:
 
     @property
     def stop_semantics(self) -> StopSemantics | None:
-        return None if self.executor is None else self.executor.stop_semantics
+        executor = self.plan.executor
+        return None if executor is None else executor.stop_semantics
+
+    @property
+    def launched(self) -> bool:
+        return self.signals.launched
 
     def launch(self) -> None:
-        self.task = self.run.host.spawn(self.run, self._drive())
+        self.task = self._listener.spawn_attempt(self._drive())
+
+    def abandon_start(self) -> bool:
+        """Give up on a carrier that has not begun the function (start timeout).
+
+        True when it had not begun: it never will, and this attempt reports
+        nothing more. False when the function already began (its "running"
+        notice is on its way); the attempt goes on.
+        """
+        if self.finished or self.signals.abandon():
+            return False
+        self.finished = True
+        self._cancel_timers()
+        self.signals.detach()
+        if self.task is not None and not self.task.done():
+            self.force = Force(kind=ForceKind.TIMEOUT, timeout_kind=FailureKind.TIMEOUT_START)
+            self.task.cancel()
+        return True
 
     # -- the driver ------------------------------------------------------------
 
     async def _drive(self) -> None:
-        run = self.run
-        spec = run.spec
-        on_loop = self.executor is None or self.executor.carrier is CarrierKind.INLINE
+        plan = self.plan
+        executor = plan.executor
+        on_loop = executor is None or executor.carrier is CarrierKind.INLINE
         context = TaskContext(
-            task_id=run.task_id,
-            name=run.name,
+            task_id=plan.task_id,
+            name=plan.name,
             attempt=self.number,
             signals=self.signals,
-            artifact_root=run.artifact_root,
-            on_progress=run.report_progress,
-            upstream=run.upstream,
+            artifact_root=plan.artifact_root,
+            on_progress=self._listener.report_progress,
+            upstream=plan.upstream,
         )
         self.context = context
         if on_loop:
@@ -99,11 +119,17 @@ class Attempt:
                 return
             self._launched()
         try:
-            if self.executor is None:
-                value = await spec.fn(context, *run.args, **run.kwargs)
+            if executor is None:
+                value = await plan.fn(context, *plan.args, **plan.kwargs)
             else:
-                value = await self.executor.run(spec.fn, context, run.args, run.kwargs)
+                value = await executor.run(plan.fn, context, plan.args, plan.kwargs)
         except asyncio.CancelledError:
+            if self.finished:
+                # Given up before it began (start timeout): nothing more to say.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                return
             if self.force is None:
                 # The host cancelled us (shutdown or a cancelled surrounding scope).
                 self.force = Force(kind=ForceKind.SHUTDOWN, cancelled=True)
@@ -126,8 +152,8 @@ class Attempt:
         """The carrier is about to call the function: the attempt is running."""
         if self.finished or self.force is not None:
             return
-        self.started = time.monotonic()
-        self.run.begin_attempt(self)
+        self.started = self._loop.time()
+        self._listener.attempt_running(self)
         self._arm_watch()
 
     def _finish(
@@ -140,9 +166,9 @@ class Attempt:
     ) -> None:
         if self.finished:
             _log.info(
-                "attempt %d of task %r ended after it was given up as lost",
+                "attempt %d of task %r ended after it was given up",
                 self.number,
-                self.run.task_id,
+                self.plan.task_id,
             )
             return
         verdict = judge(
@@ -156,13 +182,15 @@ class Attempt:
             stop_semantics=self.stop_semantics,
         )
         if verdict.kind is VerdictKind.SUCCEEDED:
-            verdict = _check_result(verdict, self.context, self.run.max_payload_bytes)
+            verdict = _check_result(verdict, self.context, self.plan.max_payload_bytes)
         self._report(verdict)
 
     def _report(self, verdict: Verdict) -> None:
         self.finished = True
         self._cancel_timers()
-        self.run.end_attempt(self, verdict)
+        self.signals.detach()
+        self.task = None
+        self._listener.attempt_ended(self, verdict)
 
     # -- control requests (from the run) ---------------------------------------
 
@@ -185,8 +213,8 @@ class Attempt:
         if self.task is None or self.task.done():
             return
         self.task.cancel()
-        if self.executor is None and self._cancel_timer is None:
-            window = self.run.windows.cancel_window
+        if self.plan.executor is None and self._cancel_timer is None:
+            window = self.plan.windows.cancel_window
             self._cancel_timer = self._loop.call_later(window, self._cancel_window_expired)
 
     def _cancel_window_expired(self) -> None:
@@ -199,17 +227,17 @@ class Attempt:
 
     # -- pause -----------------------------------------------------------------
 
-    def _pause_reached(self) -> None:
+    def _pause_reached(self, generation: int) -> None:
         if not self.finished:
-            self.run.pause_reached(self)
+            self._listener.attempt_paused(self, generation)
 
     def suspend_clock(self) -> None:
         self._cancel_watch()
-        self.paused_since = time.monotonic()
+        self.paused_since = self._loop.time()
 
     def resume_clock(self) -> None:
         if self.paused_since is not None:
-            self.paused_total += time.monotonic() - self.paused_since
+            self.paused_total += self._loop.time() - self.paused_since
             self.paused_since = None
         self.signals.beat()
         self._arm_watch()
@@ -217,13 +245,13 @@ class Attempt:
     # -- timeouts --------------------------------------------------------------
 
     def _arm_watch(self) -> None:
-        timeout = self.run.timeout
+        timeout = self.plan.timeout
         if timeout is None or not timeout.watches_attempt or self.force is not None:
             return
         expiry = timeout.attempt_expiry(self.started + self.paused_total, self.signals.heartbeat)
         if expiry is None:
             return
-        delay = max(0.0, expiry.at - time.monotonic())
+        delay = max(0.0, expiry.at - self._loop.time())
         self._watch_timer = self._loop.call_later(delay, self._watch_fired)
 
     def _watch_fired(self) -> None:
@@ -232,19 +260,19 @@ class Attempt:
             return
         if self.signals.stop_requested:
             return
-        timeout = self.run.timeout
+        timeout = self.plan.timeout
         assert timeout is not None
         expiry = timeout.attempt_expiry(self.started + self.paused_total, self.signals.heartbeat)
         if expiry is None:
             return
-        if expiry.at > time.monotonic():
+        if expiry.at > self._loop.time():
             self._arm_watch()  # a checkpoint moved the idle deadline
             return
         force = Force(kind=ForceKind.TIMEOUT, timeout_kind=expiry.kind)
         if self.stop_semantics is StopSemantics.ABANDON:
             # A thread can only be asked; give it the grace window before giving up.
             self.force = force
-            self.request_stop(self.run.windows.stop_grace)
+            self.request_stop(self.plan.windows.stop_grace)
         else:
             self._force(dataclasses.replace(force, cancelled=True))
 
@@ -285,7 +313,7 @@ def _check_result(verdict: Verdict, context: TaskContext | None, limit: int | No
         )
         return Verdict(kind=VerdictKind.FAILED, failure=failure)
     try:
-        check_payload(value, "result", limit)
+        value = json_form(value, "result", limit)
     except PayloadError as error:
         failure = Failure(
             kind=FailureKind.RESULT_INVALID,
@@ -294,4 +322,6 @@ def _check_result(verdict: Verdict, context: TaskContext | None, limit: int | No
             retryable=False,
         )
         return Verdict(kind=VerdictKind.FAILED, failure=failure)
-    return verdict
+    if value is verdict.value:
+        return verdict
+    return Verdict(kind=VerdictKind.SUCCEEDED, value=value)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from chongming.errors import ConfigurationError
 from chongming.executors.base import Executor
 from chongming.executors.inline import InlineExecutor
-from chongming.executors.thread import ThreadExecutor
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.windows import ControlWindows
 from chongming.task_api.spec import TaskSpec
@@ -25,8 +25,7 @@ __all__ = [
 
 DEFAULT_WINDOWS = ControlWindows()
 DEFAULT_RETRY = RetryPolicy()
-_SHARED_THREADS = ThreadExecutor()
-_SHARED_INLINE = InlineExecutor()
+_SHARED_INLINE = InlineExecutor()  # stateless: nothing to bound or close
 
 
 def new_task_id() -> str:
@@ -39,14 +38,25 @@ def default_artifact_root() -> Path:
     return Path(tempfile.gettempdir()) / "chongming-artifacts"
 
 
-def resolve_executor(choice: object, spec: TaskSpec) -> Executor | None:
-    """The executor for a sync function; ``None`` for a coroutine (runs on the loop)."""
+def resolve_executor(
+    choice: object, spec: TaskSpec, threads: Callable[[], Executor]
+) -> Executor | None:
+    """The executor for a sync function; ``None`` for a coroutine (runs on the loop).
+
+    A name is resolved against the host that runs the task: ``"thread"`` (and
+    no choice at all) means the host's own thread executor, ``threads()``, so
+    its worker bound holds and it is closed with the host.
+    """
     if spec.is_coroutine:
         return None
     if choice is None or choice == "thread":
-        return _SHARED_THREADS
+        return threads()
     if choice == "inline":
         return _SHARED_INLINE
+    if choice == "process":
+        raise ConfigurationError(
+            "executor='process' is not available yet; use 'thread' or an Executor instance"
+        )
     if isinstance(choice, Executor):
         choice.check_target(spec.fn)
         return choice

@@ -8,9 +8,9 @@ never inspected, so the frozen records are built only when someone reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TypeAlias
 
+from chongming.clock import to_datetime
 from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 
@@ -18,7 +18,8 @@ __all__ = ["STATUS_VALUE", "Step", "extend_records"]
 
 #: (version, from, to, at, trigger, actor, reason, attempt); statuses as their
 #: string values so the tuple holds only atomic objects.
-Step: TypeAlias = tuple[int, str, str, datetime, str, str, str | None, int]
+#: ``at`` is float seconds since the epoch.
+Step: TypeAlias = tuple[int, str, str, float, str, str, str | None, int]
 
 #: Enum ``.value`` is a slow descriptor on Python 3.11; the hot path looks it up here.
 STATUS_VALUE = {status: status.value for status in TaskStatus}
@@ -33,7 +34,7 @@ def extend_records(task_id: str, steps: Sequence[Step], records: list[Transition
                 version=version,
                 from_status=TaskStatus(current),
                 to_status=TaskStatus(target),
-                at=at,
+                at=to_datetime(at),
                 trigger=trigger,
                 actor=actor,
                 reason=reason,

@@ -1,44 +1,71 @@
-"""What a :class:`TaskRun` needs from whoever drives it.
+"""What a :class:`TaskRun` needs from whoever drives it, and what it offers back.
 
-The controller is the real host (admission, persistence); a standalone run
-uses :class:`StandaloneHost`, which dispatches at once and persists nothing.
+The controller's host is the real one (admission, counts, persistence); a
+standalone run uses :class:`StandaloneHost`, which dispatches at once and
+persists nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Collection, Coroutine
+from typing import Any, Protocol
 
+from chongming.executors.base import Executor
+from chongming.executors.thread import ThreadExecutor
+from chongming.run.defaults import resolve_executor
+from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
+from chongming.task_api.spec import TaskSpec
 
-if TYPE_CHECKING:
-    from chongming.run.task_run import TaskRun
-
-__all__ = ["OwnedTasks", "RunHost", "StandaloneHost", "cancel_and_wait"]
+__all__ = ["HostedRun", "OwnedTasks", "RunHost", "StandaloneHost", "cancel_and_wait"]
 
 _log = logging.getLogger("chongming.run")
 
 
+class HostedRun(Protocol):
+    """What a host may read from and ask of a run."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def status(self) -> TaskStatus: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def bucket(self) -> int | None: ...
+    @property
+    def tags(self) -> Collection[str]: ...
+    @property
+    def last_transition(self) -> Transition: ...
+
+    def dispatch(self) -> bool:
+        """Start the next attempt if the run is still queued."""
+        ...
+
+
 class RunHost(Protocol):
-    def enqueue(self, run: TaskRun) -> None:
+    def enqueue(self, run: HostedRun) -> None:
         """``run`` entered ``queued``; call ``run.dispatch()`` when it may start."""
 
-    def withdraw(self, run: TaskRun) -> None:
+    def withdraw(self, run: HostedRun) -> None:
         """A queued ``run`` left the queue without being dispatched."""
 
-    def release(self, run: TaskRun) -> None:
+    def release(self, run: HostedRun) -> None:
         """A dispatched ``run`` gave its slot back (finished, retry wait, lost)."""
 
-    def spawn(self, run: TaskRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Start ``coro`` as a task the host owns (and cancels and awaits on close)."""
 
-    def record(self, run: TaskRun, previous: TaskStatus) -> None:
+    def record(self, run: HostedRun, previous: TaskStatus) -> None:
         """``run`` moved from ``previous`` to ``run.status``: persist, publish, count.
 
         ``run.last_transition`` builds the full record when the host needs it.
         """
+
+    def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
+        """The executor that carries ``spec`` (``None``: a coroutine on the loop)."""
 
 
 class OwnedTasks:
@@ -68,25 +95,34 @@ class OwnedTasks:
 
 
 class StandaloneHost:
-    """Hosts runs with no admission limit and no store."""
+    """Hosts runs with no admission limit and no store; owns its thread executor."""
 
     def __init__(self) -> None:
         self._tasks = OwnedTasks()
+        self._threads: ThreadExecutor | None = None
 
-    def enqueue(self, run: TaskRun) -> None:
+    def enqueue(self, run: HostedRun) -> None:
         run.dispatch()
 
-    def withdraw(self, run: TaskRun) -> None:
+    def withdraw(self, run: HostedRun) -> None:
         pass
 
-    def release(self, run: TaskRun) -> None:
+    def release(self, run: HostedRun) -> None:
         pass
 
-    def record(self, run: TaskRun, previous: TaskStatus) -> None:
+    def record(self, run: HostedRun, previous: TaskStatus) -> None:
         pass
 
-    def spawn(self, run: TaskRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         return self._tasks.spawn(coro, name=f"chongming:{run.task_id}")
+
+    def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
+        return resolve_executor(choice, spec, self._thread_executor)
+
+    def _thread_executor(self) -> Executor:
+        if self._threads is None:
+            self._threads = ThreadExecutor()
+        return self._threads
 
     @property
     def idle(self) -> bool:
@@ -95,6 +131,8 @@ class StandaloneHost:
     async def aclose(self, timeout: float) -> None:
         """Cancel and await every task it spawned, for at most ``timeout`` seconds."""
         await self._tasks.cancel_and_wait(timeout)
+        if self._threads is not None:
+            await self._threads.aclose()
 
 
 async def cancel_and_wait(tasks: set[asyncio.Task[None]], timeout: float) -> None:

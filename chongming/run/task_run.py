@@ -1,38 +1,47 @@
-"""``TaskRun``: one task's state machine and the handle to control it."""
+"""``TaskRun``: the handle of one task — its lifecycle and the ways to act on it.
+
+Status, version and history live in a :class:`~chongming.run.record.RunRecord`
+(the one writer of them); each attempt is an :class:`~chongming.run.attempt.Attempt`
+that sees this run only as its listener.
+
+**Every attempt ends.** Whatever user-supplied code does (a retry predicate
+that raises, a done callback that raises, a function that returns while a
+helper of it is parked at a checkpoint), the run reaches a legal state and its
+slot is given back exactly once. A failure of the runtime's own bookkeeping is
+recorded on the run (``failed``, kind ``exception``, naming what failed).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
-import time
-from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from collections import deque
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from chongming.clock import SYSTEM_CLOCK, Clock
-from chongming.errors import ConfigurationError, InvalidTransition, PayloadError
+from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
+from chongming.errors import ConfigurationError, PayloadError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
 from chongming.run.attempt import Attempt
-from chongming.run.defaults import (
-    DEFAULT_RETRY,
-    DEFAULT_WINDOWS,
-    default_artifact_root,
-    new_task_id,
-    resolve_executor,
-)
-from chongming.run.history import STATUS_VALUE, Step, extend_records
+from chongming.run.defaults import DEFAULT_RETRY, DEFAULT_WINDOWS, default_artifact_root
+from chongming.run.defaults import new_task_id as new_task_id
 from chongming.run.host import RunHost, StandaloneHost
 from chongming.run.outcome import Outcome
-from chongming.run.verdict import Verdict, VerdictKind
+from chongming.run.plan import AttemptPlan
+from chongming.run.record import RunRecord, optional_datetime
+from chongming.run.verdict import Verdict, VerdictKind, storable_text
 from chongming.state.payload import (
     DEFAULT_MAX_PAYLOAD_BYTES,
-    check_arguments,
     check_label,
+    check_reason,
     check_task_id,
+    json_form_arguments,
 )
 from chongming.state.records import Failure, FailureKind, JsonValue, Progress, TaskSnapshot
 from chongming.state.records import Transition as TransitionRecord
@@ -41,10 +50,12 @@ from chongming.state.table import TRANSITIONS
 from chongming.state.triggers import Trigger
 from chongming.task_api.spec import TaskSpec, spec_for
 
-__all__ = ["TaskRun"]
+__all__ = ["TaskRun", "check_tags"]
 
+_log = logging.getLogger("chongming.run")
 _S = TaskStatus
 _NOT_STARTED = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
+_TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
 
 
 class TaskRun:
@@ -52,47 +63,32 @@ class TaskRun:
 
     Used alone as ``async with TaskRun(fn, args) as run: ...`` (or through
     :func:`run_task`), or created by a :class:`Controller`, which owns it.
-    Every status change goes through one method that checks the transition
-    table, bumps ``status_version`` by one and appends a transition.
     """
 
     __slots__ = (
-        "_attempt",
-        "_created_at",
         "_current",
         "_done",
         "_done_callbacks",
         "_failure",
-        "_finished_at",
         "_finished_mono",
-        "_history",
         "_holds_slot",
         "_outcome",
         "_owns_host",
         "_pause_timer",
         "_pause_waiter",
+        "_plan",
         "_progress",
-        "_queued_at",
-        "_records",
+        "_record",
         "_result",
         "_retry_timer",
         "_start_timer",
-        "_started_at",
         "_started_mono",
-        "_status",
         "_stop_reason",
-        "_updated_at",
-        "_version",
-        "args",
-        "artifact_root",
+        "_time",
         "bucket",
         "bucket_key",
-        "clock",
-        "executor",
         "host",
-        "kwargs",
         "label",
-        "max_payload_bytes",
         "name",
         "owner",
         "priority",
@@ -117,7 +113,7 @@ class TaskRun:
         retry: RetryPolicy | None = None,
         timeout: Timeout | None = None,
         executor: object = None,
-        tags: frozenset[str] | None = None,
+        tags: Collection[str] | None = None,
         priority: int | None = None,
         bucket: int | None = None,
         bucket_key: str | None = None,
@@ -129,52 +125,55 @@ class TaskRun:
         host: RunHost | None = None,
         max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
+        # Every check before anything is built: a refused run leaves nothing behind.
         spec = fn if isinstance(fn, TaskSpec) else spec_for(fn)
         args = tuple(args)
         kwargs = dict(kwargs or {})
         spec.bind_check(args, kwargs)
         if args or kwargs:
-            check_arguments(args, kwargs, max_payload_bytes)
+            args, kwargs = json_form_arguments(args, kwargs, max_payload_bytes)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
         if timeout is not None and not isinstance(timeout, Timeout):
             raise ConfigurationError(f"timeout must be a Timeout, got {type(timeout).__name__}")
+        if windows is not None and not isinstance(windows, ControlWindows):
+            raise ConfigurationError(
+                f"windows must be a ControlWindows, got {type(windows).__name__}"
+            )
         if bucket_key is not None and not isinstance(bucket_key, str):
             raise PayloadError("bucket_key", f"must be a string, got {type(bucket_key).__name__}")
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise ConfigurationError(f"priority must be an int, got {priority!r}")
+        self.host: RunHost = host if host is not None else StandaloneHost()
+        self._owns_host = host is None
         self.spec = spec
         self.task_id = new_task_id() if task_id is None else check_task_id(task_id)
         self.name = name or spec.name
         self.label = check_label(label) if label is not None else self.name
-        self.args = args
-        self.kwargs = kwargs
         self.retry = retry or spec.retry or DEFAULT_RETRY
         self.timeout = timeout or spec.timeout
-        self.executor = resolve_executor(executor or spec.executor, spec)
-        self.tags = spec.tags if tags is None else frozenset(tags)
+        self.tags = spec.tags if tags is None else check_tags(tags)
         self.priority = spec.priority if priority is None else priority
         self.bucket = bucket
         self.bucket_key = bucket_key
         self.owner = owner
         self.windows = windows or DEFAULT_WINDOWS
-        self.clock = clock or SYSTEM_CLOCK
-        self.artifact_root = artifact_root or default_artifact_root()
         self.upstream = upstream
-        self.max_payload_bytes = max_payload_bytes
-        self._owns_host = host is None
-        self.host: RunHost = host if host is not None else StandaloneHost()
-        now = self.clock.now()
-        self._status = _S.PENDING
-        self._version = 0
-        self._attempt = 0
-        # History as plain tuples; Transition records are built when asked for.
-        # Most runs are never inspected, and this is the hot path.
-        self._history: tuple[Step, ...] = ()
-        self._records: list[TransitionRecord] | None = None
-        self._created_at = now
-        self._updated_at = now
-        self._queued_at: datetime | None = None
-        self._started_at: datetime | None = None
-        self._finished_at: datetime | None = None
+        self._plan = AttemptPlan(
+            task_id=self.task_id,
+            name=self.name,
+            fn=spec.fn,
+            args=args,
+            kwargs=kwargs,
+            executor=self.host.executor_for(executor or spec.executor, spec),
+            timeout=self.timeout,
+            windows=self.windows,
+            artifact_root=artifact_root or default_artifact_root(),
+            upstream=upstream,
+            max_payload_bytes=max_payload_bytes,
+        )
+        self._time = (clock or SYSTEM_CLOCK).time
+        self._record = RunRecord(self.task_id, self._time())
         self._started_mono: float | None = None
         self._finished_mono: float | None = None
         self._progress: Progress | None = None
@@ -195,44 +194,50 @@ class TaskRun:
 
     @property
     def status(self) -> TaskStatus:
-        return self._status
+        return self._record.status
 
     @property
     def status_version(self) -> int:
-        return self._version
+        return self._record.version
 
     @property
     def attempt(self) -> int:
-        return self._attempt
+        return self._record.attempt
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """The arguments in their JSON form (what the function receives)."""
+        return self._plan.args
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return self._plan.kwargs
+
+    @property
+    def executor(self) -> object:
+        return self._plan.executor
 
     @property
     def transitions(self) -> tuple[TransitionRecord, ...]:
         """The history so far, oldest first (a copy)."""
-        return tuple(self._materialise())
+        return tuple(self._record.transitions())
 
     @property
     def last_transition(self) -> TransitionRecord:
-        return self._materialise()[-1]
+        return self._record.last_transition()
 
     def transitions_since(self, version: int) -> list[TransitionRecord]:
         """Transitions with a version above ``version``, oldest first."""
-        return self._materialise()[version:]
-
-    def _materialise(self) -> list[TransitionRecord]:
-        records = self._records
-        if records is None:
-            records = self._records = []
-        extend_records(self.task_id, self._history, records)
-        return records
+        return self._record.transitions()[version:]
 
     @property
     def done(self) -> bool:
-        return self._finished_at is not None
+        return self._record.finished is not None
 
     @property
     def outcome(self) -> Outcome | None:
         """How the task ended; ``None`` until it has."""
-        if self._finished_at is None:
+        if self._record.finished is None:
             return None
         if self._outcome is None:
             # Built on demand: finished runs are many and mostly never asked.
@@ -246,35 +251,35 @@ class TaskRun:
     @property
     def snapshot(self) -> TaskSnapshot:
         """The latest state as a frozen record."""
+        record = self._record
         heartbeat: datetime | None = None
         current = self._current
         if current is not None and current.context is not None:
-            age = time.monotonic() - current.signals.heartbeat
-            heartbeat = self.clock.now() - timedelta(seconds=max(0.0, age))
+            heartbeat = to_datetime(self._time() - current.signals.heartbeat_age())
         return TaskSnapshot(
             task_id=self.task_id,
             name=self.name,
             label=self.label,
-            status=self._status,
-            status_version=self._version,
-            attempt=self._attempt,
+            status=record.status,
+            status_version=record.version,
+            attempt=record.attempt,
             max_attempts=self.retry.max_attempts,
-            created_at=self._created_at,
-            updated_at=self._updated_at,
+            created_at=to_datetime(record.created),
+            updated_at=to_datetime(record.updated),
             bucket=self.bucket,
             bucket_key=self.bucket_key,
             tags=self.tags,
             priority=self.priority,
             owner=self.owner,
-            queued_at=self._queued_at,
-            started_at=self._started_at,
-            finished_at=self._finished_at,
+            queued_at=optional_datetime(record.queued),
+            started_at=optional_datetime(record.started),
+            finished_at=optional_datetime(record.finished),
             last_heartbeat_at=heartbeat,
             progress=self._progress,
             failure=self._failure,
             result=self._result,
-            args=self.args,
-            kwargs=self.kwargs,
+            args=self._plan.args,
+            kwargs=self._plan.kwargs,
         )
 
     # -- the one place that changes status ------------------------------------------
@@ -287,41 +292,22 @@ class TaskRun:
         actor: str = "system",
         reason: str | None = None,
     ) -> None:
-        current = self._status
-        if target not in TRANSITIONS[current]:
-            raise InvalidTransition(current, target)
-        now = self.clock.now()
-        self._version += 1
-        # A tuple of tuples of atomic values: once the garbage collector has
-        # seen it, it stops tracking it (a list would be traversed forever).
-        version, attempt = self._version, self._attempt
-        step = (
-            version,
-            STATUS_VALUE[current],
-            STATUS_VALUE[target],
-            now,
-            trigger,
-            actor,
-            reason,
-            attempt,
-        )
-        self._history += (step,)
-        self._status = target
-        self._updated_at = now
-        if target is _S.QUEUED and self._queued_at is None:
-            self._queued_at = now
-        elif target is _S.RUNNING and self._started_at is None:
-            self._started_at = now
-            self._started_mono = time.monotonic()
-        if current is _S.PAUSING and target is not _S.PAUSED:
+        record = self._record
+        previous = record.move(target, trigger, self._time(), actor, reason)
+        if previous is _S.PAUSING and target is not _S.PAUSED:
             self._settle_pause(False)
-        self.host.record(self, current)
+        if target is _S.RUNNING and self._started_mono is None:
+            self._started_mono = asyncio.get_running_loop().time()
+        try:
+            self.host.record(self, previous)
+        except Exception:
+            # The host's bookkeeping is ours; a bug there must not strand the run.
+            _log.exception("host failed to record %s -> %s of %r", previous, target, self.task_id)
         if target in _TERMINAL:
-            self._finish(now)
+            self._finish()
 
-    def _finish(self, now: datetime) -> None:
-        self._finished_at = now
-        self._finished_mono = time.monotonic()
+    def _finish(self) -> None:
+        self._finished_mono = asyncio.get_running_loop().time()
         for timer in (self._start_timer, self._retry_timer, self._pause_timer):
             if timer is not None:
                 timer.cancel()
@@ -332,25 +318,30 @@ class TaskRun:
         if callbacks is not None:
             self._done_callbacks = None
             for callback in callbacks:
-                callback(self)
+                _call_done_callback(callback, self)
 
     def _build_outcome(self) -> Outcome:
         elapsed = 0.0
         if self._started_mono is not None and self._finished_mono is not None:
             elapsed = self._finished_mono - self._started_mono
+        status = self._record.status
         return Outcome(
             task_id=self.task_id,
-            status=self._status,
-            value=self._result if self._status is _S.SUCCEEDED else None,
+            status=status,
+            value=self._result if status is _S.SUCCEEDED else None,
             failure=self._failure,
-            attempts=self._attempt,
+            attempts=self._record.attempt,
             elapsed=elapsed,
         )
 
     def add_done_callback(self, callback: Callable[[TaskRun], None]) -> None:
-        """Call ``callback(run)`` once the run has ended (at once if it has)."""
-        if self._finished_at is not None:
-            callback(self)
+        """Call ``callback(run)`` once the run has ended (at once if it has).
+
+        A callback that raises is logged; it cannot keep the run, its slot
+        or the other callbacks from finishing.
+        """
+        if self._record.finished is not None:
+            _call_done_callback(callback, self)
         elif self._done_callbacks is None:
             self._done_callbacks = [callback]
         else:
@@ -362,7 +353,7 @@ class TaskRun:
         """``pending -> queued`` and hand the run to its host's admission."""
         self._move(_S.QUEUED, Trigger.DEPENDENCIES_RESOLVED)
         self._arm_start_timer()
-        self.host.enqueue(self)
+        self._hand_to_admission()
 
     def block(self) -> None:
         """``pending -> blocked``: a pipeline node waiting for its upstreams."""
@@ -372,69 +363,120 @@ class TaskRun:
         """``blocked -> queued`` once the join condition holds."""
         if upstream is not None:
             self.upstream = upstream
+            self._plan = _replace_upstream(self._plan, upstream)
         self.submit()
 
     def skip(self, reason: str) -> bool:
         """``blocked -> skipped``: it was never meant to run."""
-        if self._status is not _S.BLOCKED:
+        if self._record.status is not _S.BLOCKED:
             return False
         self._move(_S.SKIPPED, Trigger.UPSTREAM_FAILED, reason=reason)
         return True
 
     def cancel(self, reason: str, trigger: str = Trigger.FAIL_FAST) -> bool:
         """Orchestration cascade: ``cancelled`` if not started, else a stop."""
-        status = self._status
-        if status in (_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT):
+        status = self._record.status
+        if status in _NOT_STARTED:
             self._leave_waiting(status)
             self._move(_S.CANCELLED, trigger, reason=reason)
             return True
         return self._request_stop(trigger, actor="system", reason=reason)
 
     def dispatch(self) -> bool:
-        """``queued -> starting`` and launch the attempt; False if no longer queued."""
-        if self._status is not _S.QUEUED:
+        """``queued -> starting`` and launch the attempt; False if no longer queued.
+
+        The start timeout stays armed until the function really begins: a
+        task waiting for a worker thread has not started.
+        """
+        if self._record.status is not _S.QUEUED:
             return False
-        if self._start_timer is not None:
-            self._start_timer.cancel()
-            self._start_timer = None
-        self._attempt += 1
         self._holds_slot = True
         self._move(_S.STARTING, Trigger.DISPATCH)
-        attempt = Attempt(self, self._attempt, self.executor)
+        attempt = Attempt(self._plan, self._record.attempt, self)
         self._current = attempt
-        attempt.launch()
+        try:
+            attempt.launch()
+        except Exception as error:
+            self._current = None
+            self._fail_internally(error, "launching the attempt")
         return True
 
-    def begin_attempt(self, attempt: Attempt) -> None:
+    # -- AttemptListener: what the current attempt reports ----------------------------
+
+    def spawn_attempt(self, coro: Any) -> asyncio.Task[None]:
+        return self.host.spawn(self, coro)
+
+    def attempt_running(self, attempt: Attempt) -> None:
         """The carrier is calling the function: ``starting -> running``.
 
         A stop that arrived while the attempt was starting stays in force
         (``stopping``); the function sees it at its first checkpoint.
         """
-        if attempt is self._current and self._status is _S.STARTING:
+        if attempt is not self._current:
+            return
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+            self._start_timer = None
+        if self._record.status is _S.STARTING:
             self._move(_S.RUNNING, Trigger.LAUNCHED)
 
-    def end_attempt(self, attempt: Attempt, verdict: Verdict) -> None:
-        """Record what the attempt's verdict says, then free its slot."""
-        if attempt is not self._current or self._status in _TERMINAL:
+    def attempt_paused(self, attempt: Attempt, generation: int) -> None:
+        """A checkpoint parked for pause ``generation``; a stale receipt is ignored."""
+        signals = attempt.signals
+        if (
+            attempt is not self._current
+            or self._record.status is not _S.PAUSING
+            or not signals.pause_requested
+            or generation != signals.pause_generation
+        ):
+            return
+        if self._pause_timer is not None:
+            self._pause_timer.cancel()
+            self._pause_timer = None
+        attempt.suspend_clock()
+        self._move(_S.PAUSED, Trigger.PAUSE_REACHED)
+        self._settle_pause(True)
+
+    def attempt_ended(self, attempt: Attempt, verdict: Verdict) -> None:
+        """Record what the verdict says, then give the slot back (exactly once)."""
+        if attempt is not self._current or self._record.status in _TERMINAL:
             return
         self._current = None
-        status = self._status
-        if verdict.kind is VerdictKind.SUCCEEDED:
+        try:
+            self._record_end(attempt, verdict)
+        except Exception as error:
+            self._fail_internally(error, "recording the end of the attempt")
+        finally:
+            self._give_back_slot()
+
+    def report_progress(self, progress: Progress) -> None:
+        """Hot path from ``ctx.progress``; may run on a worker thread."""
+        self._progress = progress
+
+    def _record_end(self, attempt: Attempt, verdict: Verdict) -> None:
+        status = self._record.status
+        if status is _S.PAUSED:
+            # The function ended while parked elsewhere (a helper task or
+            # thread sat at the checkpoint): release the pause, then say how.
+            attempt.signals.withdraw_pause()
+            attempt.resume_clock()
+            self._move(_S.RUNNING, Trigger.PAUSE_RELEASED, reason="the task ended while paused")
+            status = _S.RUNNING
+        kind = verdict.kind
+        if kind is VerdictKind.SUCCEEDED:
             self._result = verdict.value
             self._failure = None  # an earlier attempt's failure is history, not the outcome
             self._move(_S.SUCCEEDED, Trigger.COMPLETED)
-        elif verdict.kind is VerdictKind.STOPPED:
+        elif kind is VerdictKind.STOPPED:
             if status is not _S.STOPPING:
                 self._move(_S.STOPPING, Trigger.SHUTDOWN, reason="the host is closing")
             self._move(_S.STOPPED, Trigger.STOP_CONFIRMED, reason=self._stop_reason)
-        elif verdict.kind is VerdictKind.LOST:
+        elif kind is VerdictKind.LOST:
             self._failure = verdict.failure
             trigger = Trigger.STOP_ABANDONED if status is _S.STOPPING else Trigger.TIMEOUT_ABANDONED
             self._move(_S.LOST, trigger, reason=self._stop_reason)
         else:
             self._record_failure(attempt, verdict)
-        self._give_back_slot()
 
     def _record_failure(self, attempt: Attempt, verdict: Verdict) -> None:
         failure = verdict.failure
@@ -443,10 +485,24 @@ class TaskRun:
         trigger = (
             Trigger.RESULT_INVALID if failure.kind is FailureKind.RESULT_INVALID else Trigger.FAILED
         )
-        if self._status is _S.STOPPING:
+        if self._record.status is _S.STOPPING:
             self._move(_S.FAILED, trigger, reason=self._stop_reason)
             return
-        decision = self.retry.decide(attempt.number, failure, verdict.error, random.random())
+        try:
+            decision = self.retry.decide(attempt.number, failure, verdict.error, random.random())
+        except Exception as error:
+            # A user-supplied predicate or backoff raised: the task fails, saying why.
+            self._failure = Failure(
+                kind=FailureKind.EXCEPTION,
+                message=storable_text(
+                    f"the retry policy raised {type(error).__name__}: {error} "
+                    f"while judging: {failure.message}"
+                ),
+                exception_type=storable_text(type(error).__name__),
+                retryable=False,
+            )
+            self._move(_S.FAILED, trigger)
+            return
         if not decision.retry:
             self._move(_S.FAILED, trigger)
             return
@@ -456,14 +512,48 @@ class TaskRun:
 
     def _retry_due(self) -> None:
         self._retry_timer = None
-        if self._status is _S.RETRY_WAIT:
+        if self._record.status is _S.RETRY_WAIT:
             self._move(_S.QUEUED, Trigger.RETRY_DUE)
+            self._hand_to_admission()
+
+    def _hand_to_admission(self) -> None:
+        try:
             self.host.enqueue(self)
+        except Exception as error:
+            self._fail_internally(error, "handing the run to admission")
+
+    def _fail_internally(self, error: BaseException, doing: str) -> None:
+        """The runtime's own bookkeeping failed: record it loudly and end the run."""
+        _log.error("internal error while %s for task %r", doing, self.task_id, exc_info=error)
+        self._failure = Failure(
+            kind=FailureKind.EXCEPTION,
+            message=storable_text(f"internal error while {doing}: {type(error).__name__}: {error}"),
+            exception_type=storable_text(type(error).__name__),
+            retryable=False,
+        )
+        status = self._record.status
+        if status in _TERMINAL:
+            return
+        self._leave_waiting(status)
+        current = self._current
+        if current is not None:
+            self._current = None  # its later report is not trusted
+            current.request_stop(0.0)  # the carrier may still run; tell it to end
+        for step in _path_to(status, _S.FAILED)[1:]:
+            try:
+                self._move(step, Trigger.INTERNAL_ERROR, reason=doing)
+            except Exception:
+                _log.exception("could not record the internal error of %r", self.task_id)
+                return
+        self._give_back_slot()
 
     def _give_back_slot(self) -> None:
         if self._holds_slot:
             self._holds_slot = False
-            self.host.release(self)
+            try:
+                self.host.release(self)
+            except Exception:
+                _log.exception("host failed to release the slot of %r", self.task_id)
 
     def _leave_waiting(self, status: TaskStatus) -> None:
         if status is _S.QUEUED:
@@ -477,28 +567,35 @@ class TaskRun:
 
     def _arm_start_timer(self) -> None:
         timeout = self.timeout
-        if timeout is None or timeout.start is None or self._attempt > 0:
+        if timeout is None or timeout.start is None or self._record.attempt > 0:
             return
         loop = asyncio.get_running_loop()
         self._start_timer = loop.call_later(timeout.start, self._start_timed_out)
 
     def _start_timed_out(self) -> None:
+        """Submission to a real start took longer than ``Timeout.start``: final."""
         self._start_timer = None
-        if self._status is not _S.QUEUED:
+        status = self._record.status
+        if status is _S.QUEUED:
+            self.host.withdraw(self)
+        elif status is _S.STARTING:
+            current = self._current
+            if current is None or not current.abandon_start():
+                return  # the function began just now: it runs
+            self._current = None
+        else:
             return
-        self.host.withdraw(self)
         assert self.timeout is not None
         assert self.timeout.start is not None
         self._failure = Failure(
             kind=FailureKind.TIMEOUT_START,
             message=f"not started within {self.timeout.start:g}s of submission",
-            retryable=False,  # a queued task cannot go to retry_wait: this is final
+            retryable=False,  # a task that never started cannot go to retry_wait: final
         )
-        self._move(_S.FAILED, Trigger.START_TIMEOUT)
-
-    def report_progress(self, progress: Progress) -> None:
-        """Hot path from ``ctx.progress``; may run on a worker thread."""
-        self._progress = progress
+        try:
+            self._move(_S.FAILED, Trigger.START_TIMEOUT)
+        finally:
+            self._give_back_slot()
 
     # -- control -------------------------------------------------------------------
 
@@ -511,6 +608,8 @@ class TaskRun:
         coroutine is then cancelled; a thread is abandoned and recorded
         ``lost``). Use :meth:`wait` to see the end.
         """
+        reason = check_reason(reason)
+        actor = _check_actor(actor)
         return self._request_stop(Trigger.USER_STOP, actor=actor, reason=reason)
 
     def shutdown(self, reason: str) -> bool:
@@ -518,7 +617,7 @@ class TaskRun:
         return self._request_stop(Trigger.SHUTDOWN, actor="system", reason=reason)
 
     def _request_stop(self, trigger: str, *, actor: str, reason: str | None) -> bool:
-        status = self._status
+        status = self._record.status
         if status in _TERMINAL or status is _S.STOPPING:
             return False
         if status in _NOT_STARTED:
@@ -543,7 +642,9 @@ class TaskRun:
         result is ``False`` — never a pretend pause. A paused task keeps its
         concurrency slot. Cancelling the caller does not cancel the pause.
         """
-        status = self._status
+        reason = check_reason(reason)
+        actor = _check_actor(actor)
+        status = self._record.status
         if status is _S.PAUSED:
             return True
         if status is _S.PAUSING and self._pause_waiter is not None:
@@ -559,21 +660,9 @@ class TaskRun:
         self._pause_timer = loop.call_later(self.windows.pause_window, self._pause_window_over)
         return await asyncio.shield(waiter)
 
-    def pause_reached(self, attempt: Attempt) -> None:
-        if attempt is not self._current or self._status is not _S.PAUSING:
-            return
-        if not attempt.signals.pause_requested:
-            return
-        if self._pause_timer is not None:
-            self._pause_timer.cancel()
-            self._pause_timer = None
-        attempt.suspend_clock()
-        self._move(_S.PAUSED, Trigger.PAUSE_REACHED)
-        self._settle_pause(True)
-
     def _pause_window_over(self) -> None:
         self._pause_timer = None
-        if self._status is not _S.PAUSING:
+        if self._record.status is not _S.PAUSING:
             return
         current = self._current
         if current is not None:
@@ -588,7 +677,9 @@ class TaskRun:
 
     async def resume(self, *, actor: str = "user", reason: str | None = None) -> bool:
         """Resume a paused (or pausing) task. Returns whether it was resumed."""
-        status = self._status
+        reason = check_reason(reason)
+        actor = _check_actor(actor)
+        status = self._record.status
         current = self._current
         if status not in (_S.PAUSED, _S.PAUSING) or current is None:
             return False
@@ -608,17 +699,18 @@ class TaskRun:
         ``timeout`` seconds; that changes nothing about the task. Cancelling
         the caller does not affect the task either.
         """
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
+        ):
             raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
-        if self._finished_at is not None:
-            return self._build_outcome() if self._outcome is None else self._outcome
-        if self._done is None:
-            self._done = asyncio.get_running_loop().create_future()
-        if timeout is None:
-            await asyncio.shield(self._done)
-        else:
-            async with asyncio.timeout(timeout):
+        if self._record.finished is None:
+            if self._done is None:
+                self._done = asyncio.get_running_loop().create_future()
+            if timeout is None:
                 await asyncio.shield(self._done)
+            else:
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(self._done)
         outcome = self.outcome
         assert outcome is not None
         return outcome
@@ -639,7 +731,8 @@ class TaskRun:
     ) -> None:
         host = self.host
         if self.done and isinstance(host, StandaloneHost) and host.idle:
-            return  # the common case: nothing left to stop or await
+            await host.aclose(timeout=self.windows.cancel_window)
+            return
         await asyncio.shield(self._close_standalone())
 
     async def _close_standalone(self) -> None:
@@ -655,7 +748,51 @@ class TaskRun:
             await host.aclose(timeout=self.windows.cancel_window)
 
     def __repr__(self) -> str:
-        return f"<TaskRun {self.task_id!r} {self.name!r} {self._status.value} v{self._version}>"
+        record = self._record
+        return f"<TaskRun {self.task_id!r} {self.name!r} {record.status.value} v{record.version}>"
 
 
-_TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
+def check_tags(tags: Collection[str]) -> frozenset[str]:
+    """Tags as a frozenset of non-empty strings; a bare string is refused."""
+    if isinstance(tags, str):
+        raise ConfigurationError("tags must be a collection of strings, not a single string")
+    result = frozenset(tags)
+    for tag in result:
+        if not isinstance(tag, str) or not tag:
+            raise ConfigurationError(f"tags must be non-empty strings, got {tag!r}")
+        check_reason(tag, "tag")
+    return result
+
+
+def _check_actor(actor: object) -> str:
+    if not isinstance(actor, str) or not actor:
+        raise PayloadError("actor", f"must be a non-empty string, got {actor!r}")
+    return check_reason(actor, "actor") or actor
+
+
+def _call_done_callback(callback: Callable[[TaskRun], None], run: TaskRun) -> None:
+    try:
+        callback(run)
+    except Exception:
+        _log.exception("a done callback of task %r raised", run.task_id)
+
+
+def _replace_upstream(plan: AttemptPlan, upstream: Mapping[str, JsonValue]) -> AttemptPlan:
+    import dataclasses
+
+    return dataclasses.replace(plan, upstream=upstream)
+
+
+def _path_to(start: TaskStatus, goal: TaskStatus) -> list[TaskStatus]:
+    """The shortest legal path through the table (``[start]`` if there is none)."""
+    paths: deque[list[TaskStatus]] = deque([[start]])
+    seen = {start}
+    while paths:
+        path = paths.popleft()
+        if path[-1] is goal:
+            return path
+        for step in sorted(TRANSITIONS[path[-1]], key=lambda s: s.value):
+            if step not in seen:
+                seen.add(step)
+                paths.append([*path, step])
+    return [start]

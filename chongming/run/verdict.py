@@ -14,7 +14,7 @@ from chongming.errors import CheckpointMisuse, TaskCancelled
 from chongming.executors.base import StopSemantics, ThreadBaseException
 from chongming.state.records import Failure, FailureKind, JsonValue
 
-__all__ = ["Force", "ForceKind", "Verdict", "VerdictKind", "judge"]
+__all__ = ["Force", "ForceKind", "Verdict", "VerdictKind", "judge", "storable_text"]
 
 
 class ForceKind(enum.Enum):
@@ -98,6 +98,7 @@ def judge(
         exception_type = error.original_type
     else:
         exception_type = type(error).__name__
+    exception_type = storable_text(exception_type)
     failure = Failure(
         kind=FailureKind.EXCEPTION,
         message=_message(error),
@@ -126,5 +127,26 @@ def _kind_text(force: Force) -> str:
 
 
 def _message(error: BaseException) -> str:
-    text = str(error)
-    return text if len(text) <= 2000 else text[:2000] + "…"
+    try:
+        text = str(error)
+    except Exception as broken:  # a __str__ that raises must not strand the run
+        text = f"<{type(error).__name__}: str() raised {type(broken).__name__}>"
+    text = text if len(text) <= 2000 else text[:2000] + "…"
+    return storable_text(text)
+
+
+def storable_text(text: str) -> str:
+    """``text`` with what no store can hold escaped: NUL and lone surrogates.
+
+    Exception messages are made by code we do not control (a surrogate-escaped
+    file name is enough), so they are made safe where the runtime creates the
+    record, never refused later by a store.
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

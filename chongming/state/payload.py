@@ -29,20 +29,24 @@ __all__ = [
     "check_label",
     "check_limit",
     "check_payload",
+    "check_reason",
     "check_task_id",
     "dump_json",
     "json_form",
+    "json_form_arguments",
     "load_json",
 ]
 
 MAX_TASK_ID_LENGTH = 200
 MAX_LABEL_LENGTH = 256
+MAX_REASON_LENGTH = 2000
 #: Arguments and results are stored; past this size, store a pointer instead.
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
 
 # An escaped NUL is "\u0000" preceded by an even number of backslashes.
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _SCALARS = (bool, int, type(None))
+_PLAIN = frozenset({bool, int, float, str, type(None)})
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 #: Digits (with sign) beyond which a JSON integer cannot fit in 64 bits.
 _INT_DIGITS = 19
@@ -81,6 +85,39 @@ def json_form(value: Any, what: str, limit: int | None = DEFAULT_MAX_PAYLOAD_BYT
     if limit is not None:
         check_json_size(text, what, limit)
     return json.loads(text)
+
+
+def json_form_arguments(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    limit: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Checked arguments in the JSON form the function would get on any node."""
+    check_arguments(args, kwargs, limit)
+    if any(type(value) not in _PLAIN for value in args):
+        args = tuple(value if type(value) in _PLAIN else _decoded(value) for value in args)
+    if any(type(value) not in _PLAIN for value in kwargs.values()):
+        kwargs = {
+            key: value if type(value) in _PLAIN else _decoded(value)
+            for key, value in kwargs.items()
+        }
+    return args, kwargs
+
+
+def _decoded(value: Any) -> Any:
+    return json.loads(dump_json(value, "argument"))
+
+
+def check_reason(value: object, what: str = "reason") -> str | None:
+    """A reason or actor given to a control call: text every store can keep."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PayloadError(what, f"must be a string, got {type(value).__name__}")
+    if len(value) > MAX_REASON_LENGTH:
+        raise PayloadError(what, f"longer than {MAX_REASON_LENGTH} characters")
+    _check_string(value, what)
+    return value
 
 
 def _check_int(value: int, what: str) -> None:

@@ -25,6 +25,8 @@ class Trigger:
     TIMEOUT_ABANDONED = "runtime:timeout_abandoned"
     PAUSE_REACHED = "runtime:pause_reached"
     PAUSE_NOT_REACHED = "runtime:pause_not_reached"
+    PAUSE_RELEASED = "runtime:pause_released"  # the function ended while paused
+    INTERNAL_ERROR = "runtime:internal_error"  # the runtime's own bookkeeping failed
     RETRY_SCHEDULED = "runtime:retry_scheduled"
     RETRY_DUE = "runtime:retry_due"
     SHUTDOWN = "runtime:shutdown"

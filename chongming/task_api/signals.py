@@ -5,6 +5,14 @@ them at its checkpoints, on the loop (coroutines, inline) or from a worker
 thread. Plain attribute reads and writes are atomic in CPython, so the flags
 need no lock; waiting uses a ``threading.Event`` for threads and an
 ``asyncio.Event`` for coroutines.
+
+Each pause request has a generation number. A thread's "pause reached"
+receipt travels to the loop with the generation it parked under, so a receipt
+that arrives after a resume (and perhaps a new pause) is recognised as stale
+instead of marking the run paused while its thread runs on.
+
+Heartbeats are read on the loop's clock (``loop.time()``), the clock every
+timer of the runtime uses.
 """
 
 from __future__ import annotations
@@ -12,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
-import time
 from collections.abc import Callable
 
 __all__ = ["AttemptSignals", "CarrierKind"]
@@ -36,11 +43,13 @@ class AttemptSignals:
         "_on_launch",
         "_on_pause_reached",
         "_thread_gate",
+        "_time",
         "abandoned",
         "carrier",
         "heartbeat",
         "launched",
         "loop_thread",
+        "pause_generation",
         "pause_requested",
         "stop_requested",
     )
@@ -49,7 +58,7 @@ class AttemptSignals:
         self,
         carrier: CarrierKind,
         loop: asyncio.AbstractEventLoop,
-        on_pause_reached: Callable[[], None],
+        on_pause_reached: Callable[[int], None],
         on_launch: Callable[[], None],
     ) -> None:
         self.carrier = carrier
@@ -58,7 +67,9 @@ class AttemptSignals:
         self._on_launch = on_launch
         self.stop_requested = False
         self.pause_requested = False
-        self.heartbeat = time.monotonic()
+        self.pause_generation = 0
+        self._time = loop.time
+        self.heartbeat = loop.time()
         self._loop = loop
         self.loop_thread = threading.get_ident()
         self._on_pause_reached = on_pause_reached
@@ -72,7 +83,9 @@ class AttemptSignals:
         self.stop_requested = True
         self._open_gate()
 
-    def request_pause(self) -> None:
+    def request_pause(self) -> int:
+        """Close the gate for a new pause; returns its generation."""
+        self.pause_generation += 1
         if self.carrier is CarrierKind.THREAD:
             if self._thread_gate is None:
                 self._thread_gate = threading.Event()
@@ -82,6 +95,7 @@ class AttemptSignals:
                 self._async_gate = asyncio.Event()
             self._async_gate.clear()
         self.pause_requested = True
+        return self.pause_generation
 
     def withdraw_pause(self) -> None:
         """Resume, or roll back a pause that was not reached."""
@@ -93,6 +107,11 @@ class AttemptSignals:
             self._thread_gate.set()
         if self._async_gate is not None:
             self._async_gate.set()
+
+    def detach(self) -> None:
+        """The attempt ended: drop its callbacks (and the reference cycle they make)."""
+        self._on_launch = _nothing
+        self._on_pause_reached = _ignore_generation
 
     def abandon(self) -> bool:
         """The runtime gives up on a carrier. True if the function ever started.
@@ -125,15 +144,20 @@ class AttemptSignals:
         return True
 
     def beat(self) -> None:
-        self.heartbeat = time.monotonic()
+        self.heartbeat = self._time()
+
+    def heartbeat_age(self) -> float:
+        """Seconds since the last checkpoint, on the loop's clock (callable off the loop)."""
+        return max(0.0, self._time() - self.heartbeat)
 
     def hold_in_thread(self) -> None:
         """Block the worker thread while paused (called at a checkpoint)."""
         gate = self._thread_gate
         if gate is None:
             return
+        generation = self.pause_generation
         try:
-            self._loop.call_soon_threadsafe(self._on_pause_reached)
+            self._loop.call_soon_threadsafe(self._on_pause_reached, generation)
         except RuntimeError:
             return  # the loop is closed: nobody will ever resume us
         gate.wait()
@@ -143,5 +167,13 @@ class AttemptSignals:
         gate = self._async_gate
         if gate is None:
             return
-        self._on_pause_reached()
+        self._on_pause_reached(self.pause_generation)
         await gate.wait()
+
+
+def _nothing() -> None:
+    pass
+
+
+def _ignore_generation(generation: int) -> None:
+    pass

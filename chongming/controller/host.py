@@ -1,0 +1,160 @@
+"""The controller's host role: admission, counts, retiring finished runs, owned tasks.
+
+Private to the controller. Runs call back into it (the :class:`RunHost`
+protocol); users never see it, so nobody can release a slot they do not
+hold. :meth:`ControllerHost.record` is the one place every transition of
+every run passes through: where counts change and where write-through
+attaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Coroutine, Iterator
+from typing import Any
+
+from chongming.errors import DuplicateTask
+from chongming.executors.base import Executor
+from chongming.executors.thread import ThreadExecutor
+from chongming.run.defaults import resolve_executor
+from chongming.run.host import HostedRun, OwnedTasks
+from chongming.run.task_run import TaskRun
+from chongming.scheduler.admission import AdmissionQueue
+from chongming.scheduler.limits import AdmissionLimits, AdmissionStatistics
+from chongming.state.status import TERMINAL_STATUSES, TaskStatus
+from chongming.task_api.spec import TaskSpec
+
+__all__ = ["ControllerHost"]
+
+_TERMINAL = TERMINAL_STATUSES
+
+
+class ControllerHost:
+    """Hosts a controller's runs; see the module docstring."""
+
+    __slots__ = (
+        "_counts",
+        "_default_executor",
+        "_finished",
+        "_max_parallel",
+        "_owned_executors",
+        "_queue",
+        "_runs",
+        "_tasks",
+        "_threads",
+        "keep_finished",
+    )
+
+    def __init__(
+        self,
+        limits: AdmissionLimits,
+        *,
+        executor: Executor | None,
+        keep_finished: int,
+    ) -> None:
+        self._queue: AdmissionQueue[Any] = AdmissionQueue(limits)  # of HostedRun
+        self._max_parallel = max(limits.max_parallel, 1)
+        self._runs: dict[str, TaskRun] = {}
+        self._finished: collections.deque[str] = collections.deque()
+        self._counts: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+        self._tasks = OwnedTasks()
+        self._owned_executors: list[Executor] = []
+        if executor is None:
+            executor = ThreadExecutor(max_workers=self._max_parallel)
+            self._owned_executors.append(executor)
+        self._default_executor = executor
+        self._threads: ThreadExecutor | None = (
+            executor if isinstance(executor, ThreadExecutor) else None
+        )
+        self.keep_finished = keep_finished
+
+    # -- runs ------------------------------------------------------------------------
+
+    def admit(self, run: TaskRun) -> None:
+        """Take a new run and submit it; a refused run leaves nothing behind."""
+        task_id = run.task_id
+        if task_id in self._runs:
+            raise DuplicateTask(task_id)
+        self._runs[task_id] = run
+        self._counts[TaskStatus.PENDING] += 1
+        run.submit()
+
+    def __contains__(self, task_id: str) -> bool:
+        return task_id in self._runs
+
+    def get(self, task_id: str) -> TaskRun | None:
+        return self._runs.get(task_id)
+
+    def runs(self) -> Iterator[TaskRun]:
+        """The runs held now, in submission order (a snapshot of the list)."""
+        return iter(list(self._runs.values()))
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def counts(self) -> dict[TaskStatus, int]:
+        return dict(self._counts)
+
+    def admission(self) -> AdmissionStatistics:
+        return self._queue.statistics()
+
+    # -- RunHost: what the runs call back ------------------------------------------------
+
+    def enqueue(self, run: HostedRun) -> None:
+        self._queue.push(run, priority=run.priority, bucket=run.bucket, tags=run.tags)
+        self._dispatch_ready()
+
+    def withdraw(self, run: HostedRun) -> None:
+        self._queue.discard(run)
+
+    def release(self, run: HostedRun) -> None:
+        self._queue.release(run)
+        self._dispatch_ready()
+
+    def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        return self._tasks.spawn(coro)
+
+    def record(self, run: HostedRun, previous: TaskStatus) -> None:
+        counts = self._counts
+        status = run.status
+        counts[previous] -= 1
+        counts[status] += 1
+        if status in _TERMINAL:
+            self._retire(run)
+
+    def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
+        if choice is None:
+            choice = self._default_executor
+        return resolve_executor(choice, spec, self._thread_executor)
+
+    def _thread_executor(self) -> Executor:
+        if self._threads is None:
+            self._threads = ThreadExecutor(max_workers=self._max_parallel)
+            self._owned_executors.append(self._threads)
+        return self._threads
+
+    def _dispatch_ready(self) -> None:
+        queue = self._queue
+        while True:
+            run = queue.pop_ready()
+            if run is None:
+                return
+            if not run.dispatch():
+                queue.release(run)
+
+    def _retire(self, run: HostedRun) -> None:
+        finished = self._finished
+        finished.append(run.task_id)
+        while len(finished) > self.keep_finished:
+            old = self._runs.pop(finished.popleft(), None)
+            if old is not None:
+                self._counts[old.status] -= 1
+
+    # -- close -----------------------------------------------------------------------
+
+    async def aclose(self, cancel_window: float) -> None:
+        """Cancel and await the attempt tasks, then close the executors it created."""
+        await self._tasks.cancel_and_wait(cancel_window)
+        for executor in self._owned_executors:
+            await executor.aclose()
