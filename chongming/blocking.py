@@ -12,6 +12,15 @@ the loop answers. Nothing here is a coroutine::
         run = controller.submit("extract", "2026-10-02", task_id="job-1")
         outcome = run.wait(timeout=60)
 
+Twins. Every public coroutine of ``Controller`` and ``TaskRun`` has a blocking
+twin here, generated from it by :func:`blocking_twin`: the same parameters,
+annotations and docstring (for ``help()``, ``inspect.signature`` and mypy,
+through a ``ParamSpec``), so the facade cannot drift from what it mirrors. A
+parity test discovers the coroutines by inspection and fails when one has no
+twin. ``close`` and ``wait`` are written by hand (they add behaviour after
+the loop has stopped) and keep the async signature and docstring, extended.
+``Controller.start`` has none: the facade starts the controller when built.
+
 Threads. Every method may be called from any number of plain threads at once.
 A sync task running under this controller may call it too (it runs in a
 worker thread, not on the loop). The loop thread itself must not: an
@@ -42,28 +51,121 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterator
-from types import ModuleType, TracebackType
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from chongming.controller.controller import Controller
-from chongming.controller.statistics import ControllerStats
 from chongming.errors import ConfigurationError, ControllerClosed
-from chongming.policies.retry import RetryPolicy
-from chongming.policies.timeout import Timeout
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun
-from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
-from chongming.task_api.spec import ExecutorChoice, TaskSpec
 
-__all__ = ["BlockingController", "BlockingTaskRun"]
+__all__ = ["BlockingController", "BlockingTaskRun", "blocking_twin", "loop_twin"]
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
+_Self = TypeVar("_Self")
+_P = ParamSpec("_P")
+
+
+class _Bridge(Protocol):
+    """What a twin needs from the facade object it is called on."""
+
+    @property
+    def _bridge_target(self) -> Any:
+        """The async object whose method of the same name the twin calls."""
+
+    def _bridge_call(self, call: Callable[[], Any], /) -> Any:
+        """Run ``call`` on the loop thread (awaiting it if it is a coroutine); block."""
+
+
+def blocking_twin(
+    method: Callable[Concatenate[_Self, _P], Awaitable[_R]],
+) -> Callable[Concatenate[_Bridge, _P], _R]:
+    """The blocking twin of the coroutine method ``method``, for a facade class body.
+
+    ``submit = blocking_twin(Controller.submit)`` gives ``BlockingController``
+    a plain method with ``Controller.submit``'s parameters, annotations and
+    docstring, typed ``(name: str, *args, task_id=..., ...) -> TaskRun`` for
+    mypy. Called, it runs the same-named coroutine of the facade's target on
+    the loop thread and blocks the calling thread until it has an answer.
+    """
+    return _twin(method)
+
+
+def loop_twin(
+    method: Callable[Concatenate[_Self, _P], _R],
+) -> Callable[Concatenate[_Bridge, _P], _R]:
+    """Like :func:`blocking_twin` for a plain method that must run on the loop thread.
+
+    ``Controller.register`` is not a coroutine, but the controller's state is
+    the loop's: the call still crosses to the loop thread.
+    """
+    return _twin(method)
+
+
+def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
+    name = method.__name__
+
+    def twin(self: _Bridge, /, *args: Any, **kwargs: Any) -> Any:
+        bound = getattr(self._bridge_target, name)
+        return self._bridge_call(functools.partial(bound, *args, **kwargs))
+
+    functools.update_wrapper(twin, method)
+    twin.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    twin.__blocking_twin_of__ = method  # type: ignore[attr-defined]
+    return twin
+
+
+def _returning_handle(
+    twin: Callable[Concatenate[_Bridge, _P], TaskRun],
+) -> Callable[Concatenate[BlockingController, _P], BlockingTaskRun]:
+    """``twin``, answering with the sync handle of the ``TaskRun`` it returns."""
+
+    def wrapped(
+        self: BlockingController, /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> BlockingTaskRun:
+        return BlockingTaskRun(self, twin(self, *args, **kwargs))
+
+    functools.update_wrapper(wrapped, twin)
+    signature = inspect.signature(twin).replace(return_annotation="BlockingTaskRun")
+    wrapped.__signature__ = signature  # type: ignore[attr-defined]
+    # A class object, not a name: typing.get_type_hints() evaluates names in the
+    # module of the unwrapped coroutine, which has no BlockingTaskRun.
+    wrapped.__annotations__ = {**wrapped.__annotations__, "return": _LateHandle}
+    return wrapped
+
+
+def _extends(method: Callable[..., Any]) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A hand-written twin: ``method``'s docstring first, then what the facade adds."""
+
+    def decorate(twin: Callable[_P, _R]) -> Callable[_P, _R]:
+        own = inspect.cleandoc(twin.__doc__ or "")
+        twin.__doc__ = inspect.cleandoc(method.__doc__ or "") + "\n\n" + own
+        twin.__blocking_twin_of__ = method  # type: ignore[attr-defined]
+        return twin
+
+    return decorate
+
+
+class _LateHandle:
+    """Stands for ``BlockingTaskRun`` in annotations until that class exists."""
+
+
+def _adopt_twins(cls: type) -> None:
+    """Give the twins in ``cls`` its module and qualified name (``help()`` shows them)."""
+    for name, value in vars(cls).items():
+        if hasattr(value, "__blocking_twin_of__"):
+            value.__qualname__ = f"{cls.__qualname__}.{name}"
+            value.__module__ = cls.__module__
+            if value.__annotations__.get("return") is _LateHandle:
+                value.__annotations__["return"] = BlockingTaskRun
 
 
 class _Phase:
@@ -122,11 +224,12 @@ class BlockingController:
         """True once :meth:`close` has started; no further call is accepted."""
         return self._phase != _Phase.OPEN
 
+    @_extends(Controller.close)
     def close(self, grace: float | None = None) -> None:
-        """Close the controller (see ``Controller.close``), stop the loop, join its threads.
-
-        Idempotent and thread-safe: a second caller, concurrent or later,
-        returns once the first one has finished closing.
+        """Blocking: then the loop stops and its thread and idle worker threads
+        are joined. Thread-safe: a second caller, concurrent or later, returns
+        once the first one has finished closing. Called on the loop thread it
+        raises ``RuntimeError`` (it would wait on itself).
         """
         if grace is not None and (
             isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0
@@ -208,108 +311,30 @@ class BlockingController:
         self._closed.wait()  # closing: the loop thread is about to end
         return func()
 
-    # -- registration ----------------------------------------------------------------
+    @property
+    def _bridge_target(self) -> Controller:
+        return self._controller
 
-    def register(
-        self,
-        name: str,
-        fn: Callable[..., Any],
-        *,
-        tags: Collection[str] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        executor: ExecutorChoice | None = None,
-        priority: int | None = None,
-    ) -> TaskSpec:
-        """Allow ``fn`` to be submitted as ``name`` (see ``Controller.register``)."""
-        return self._run_sync(
-            functools.partial(
-                self._controller.register,
-                name,
-                fn,
-                tags=tags,
-                retry=retry,
-                timeout=timeout,
-                executor=executor,
-                priority=priority,
-            )
-        )
+    def _bridge_call(self, call: Callable[[], Any], /) -> Any:
+        return self._run_sync(call)  # the portal awaits what ``call`` returns, if awaitable
 
-    def register_module(self, module: ModuleType) -> list[str]:
-        """Register every ``@task`` function defined in ``module``."""
-        return self._run_sync(functools.partial(self._controller.register_module, module))
+    # -- the twins of the controller's methods -------------------------------------------
 
-    # -- submit and read ---------------------------------------------------------------
-
-    def submit(
-        self,
-        name: str,
-        *args: Any,
-        task_id: str | None = None,
-        label: str | None = None,
-        bucket_key: str | None = None,
-        priority: int | None = None,
-        tags: Collection[str] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        **kwargs: Any,
-    ) -> BlockingTaskRun:
-        """Accept a task (see ``Controller.submit``); it is queued or started on return."""
-        run = self._run(
-            functools.partial(
-                self._controller.submit,
-                name,
-                *args,
-                task_id=task_id,
-                label=label,
-                bucket_key=bucket_key,
-                priority=priority,
-                tags=tags,
-                retry=retry,
-                timeout=timeout,
-                **kwargs,
-            )
-        )
-        return BlockingTaskRun(self, run)
-
-    def run_for(self, task_id: str) -> BlockingTaskRun:
-        """The handle of a task this controller holds; ``TaskNotFound`` if unknown."""
-        return BlockingTaskRun(self, self._run_sync(lambda: self._controller.run_for(task_id)))
-
-    def get(self, task_id: str) -> TaskSnapshot:
-        """The task's latest snapshot; ``TaskNotFound`` if unknown."""
-        return self._run(lambda: self._controller.get(task_id))
-
-    def history(self, task_id: str) -> list[Transition]:
-        return self._run(lambda: self._controller.history(task_id))
-
-    def list_tasks(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
-        """Snapshots matching ``query``, oldest first."""
-        return self._run(lambda: self._controller.list_tasks(query))
-
-    def stats(self) -> ControllerStats:
-        return self._run(self._controller.stats)
-
-    # -- control -----------------------------------------------------------------------
-
-    def stop(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
-        """Ask a task to stop; whether a request was issued (see ``TaskRun.stop``)."""
-        return self._run(lambda: self._controller.stop(task_id, reason=reason, actor=actor))
-
-    def pause(self, task_id: str, *, actor: str = "user") -> bool:
-        """Pause at the next checkpoint; ``False`` (rolled back) if not reached in time."""
-        return self._run(lambda: self._controller.pause(task_id, actor=actor))
-
-    def resume(self, task_id: str, *, actor: str = "user") -> bool:
-        return self._run(lambda: self._controller.resume(task_id, actor=actor))
-
-    def stop_all(self, *, reason: str | None = None, actor: str = "user") -> int:
-        """Ask every unfinished task to stop; how many requests were issued."""
-        return self._run(lambda: self._controller.stop_all(reason=reason, actor=actor))
-
-    def wait_all(self, timeout: float | None = None) -> list[Outcome]:
-        """Block until every task known now has ended; ``TimeoutError`` changes nothing."""
-        return self._run(lambda: self._controller.wait_all(timeout))
+    register = loop_twin(Controller.register)
+    register_module = loop_twin(Controller.register_module)
+    run_for = _returning_handle(loop_twin(Controller.run_for))
+    # mypy refuses ``self`` followed by ``*args`` in Concatenate, yet infers the right
+    # ParamSpec (the twin is typed ``(name: str, *args: Any, task_id: ...) -> ...``).
+    submit = _returning_handle(blocking_twin(Controller.submit))  # type: ignore[arg-type]
+    get = blocking_twin(Controller.get)
+    history = blocking_twin(Controller.history)
+    list_tasks = blocking_twin(Controller.list_tasks)
+    stats = blocking_twin(Controller.stats)
+    stop = blocking_twin(Controller.stop)
+    pause = blocking_twin(Controller.pause)
+    resume = blocking_twin(Controller.resume)
+    stop_all = blocking_twin(Controller.stop_all)
+    wait_all = blocking_twin(Controller.wait_all)
 
     def __repr__(self) -> str:
         return f"<BlockingController {self._phase} {self._controller!r}>"
@@ -318,33 +343,37 @@ class BlockingController:
 class BlockingTaskRun:
     """The sync handle of one submitted task; every call is a bridge to the loop."""
 
-    __slots__ = ("_owner", "_run", "task_id")
+    __slots__ = ("_owner", "_task_run", "task_id")
 
     def __init__(self, owner: BlockingController, run: TaskRun) -> None:
         self._owner = owner
-        self._run = run
+        self._task_run = run
         self.task_id = run.task_id
+
+    @property
+    def _bridge_target(self) -> TaskRun:
+        return self._task_run
+
+    def _bridge_call(self, call: Callable[[], Any], /) -> Any:
+        return self._owner._bridge_call(call)
 
     @property
     def snapshot(self) -> TaskSnapshot:
         """The latest state (the final one after close)."""
-        run = self._run
+        run = self._task_run
         return self._owner._read(lambda: run.snapshot)
 
     @property
     def transitions(self) -> tuple[Transition, ...]:
         """The history so far, oldest first."""
-        run = self._run
+        run = self._task_run
         return self._owner._read(lambda: run.transitions)
 
+    @_extends(TaskRun.wait)
     def wait(self, timeout: float | None = None) -> Outcome:
-        """Block until the task ends and return its outcome.
-
-        Raises :class:`TimeoutError` when the end was not seen within
-        ``timeout`` seconds; the task is not touched. After close the outcome
-        is returned at once (close leaves no task unfinished).
-        """
-        run = self._run
+        """Blocking: after the controller has closed the outcome is returned at
+        once, since close leaves no task unfinished."""
+        run = self._task_run
         if self._owner._phase == _Phase.OPEN:
             try:
                 return self._owner._run(lambda: run.wait(timeout))
@@ -356,22 +385,16 @@ class BlockingTaskRun:
             raise ControllerClosed(f"the controller closed before task {self.task_id!r} ended")
         return outcome
 
-    def stop(self, *, reason: str | None = None, actor: str = "user") -> bool:
-        """Ask the task to stop; whether a request was issued. :meth:`wait` sees the end."""
-        run = self._run
-        return self._owner._run(lambda: run.stop(reason=reason, actor=actor))
-
-    def pause(self, *, actor: str = "user") -> bool:
-        """Pause at the next checkpoint; ``False`` (rolled back) if not reached in time."""
-        run = self._run
-        return self._owner._run(lambda: run.pause(actor=actor))
-
-    def resume(self, *, actor: str = "user") -> bool:
-        run = self._run
-        return self._owner._run(lambda: run.resume(actor=actor))
+    stop = blocking_twin(TaskRun.stop)
+    pause = blocking_twin(TaskRun.pause)
+    resume = blocking_twin(TaskRun.resume)
 
     def __repr__(self) -> str:
         return f"<BlockingTaskRun {self.task_id!r}>"
+
+
+_adopt_twins(BlockingController)
+_adopt_twins(BlockingTaskRun)
 
 
 def _stop_portal(portal: BlockingPortal) -> None:
@@ -386,13 +409,18 @@ def _join_worker_threads(loop: asyncio.AbstractEventLoop, seconds: float) -> Non
 
     anyio tells its worker threads to exit when the loop's root task ends but
     does not join them; joining here is what lets ``close()`` promise that no
-    thread is left behind. anyio's worker threads keep their loop as
-    ``thread.loop``; a thread that is not one of them is left alone. A worker
-    still running an abandoned (``lost``) task is waited for up to the bound.
+    thread is left behind. anyio (4.x) has no public way to list or join them:
+    its ``WorkerThread`` class and the per-loop worker set are private. What
+    its worker threads do expose is the loop they serve, as ``thread.loop``;
+    a thread without that attribute, or serving another loop, is left alone.
+    A worker still running an abandoned (``lost``) task is waited for up to
+    the bound. Each wait is capped at ``threading.TIMEOUT_MAX``: any finite
+    window is a valid setting, and ``Thread.join`` raises ``OverflowError``
+    past that cap.
     """
     deadline = time.monotonic() + seconds
     current = threading.current_thread()
     for thread in threading.enumerate():
         if thread is current or getattr(thread, "loop", None) is not loop:
             continue
-        thread.join(max(0.0, deadline - time.monotonic()))
+        thread.join(min(max(0.0, deadline - time.monotonic()), threading.TIMEOUT_MAX))

@@ -6,6 +6,7 @@ import asyncio
 import signal
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -20,6 +21,7 @@ from chongming import (
     TaskQuery,
     TaskStatus,
     UnknownTask,
+    task,
 )
 from chongming.blocking import BlockingController, BlockingTaskRun
 
@@ -364,3 +366,65 @@ def test_an_interrupted_wait_leaves_the_task_alone_and_nothing_on_the_loop() -> 
             assert run.wait(BOUND).status is S.STOPPED
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def double(ctx: TaskContext, n: int) -> int:
+    return n * 2
+
+
+def test_a_cancel_window_longer_than_a_thread_can_wait_still_closes() -> None:
+    """Any finite window is valid, but ``Thread.join`` refuses one past TIMEOUT_MAX.
+
+    A worker thread still finishing an abandoned task is alive when close()
+    joins it, so the join really happens (an idle worker may exit first).
+    """
+    windows = ControlWindows(stop_grace=0.1, cancel_window=1e12, pause_window=0.5)
+    entered = threading.Event()
+
+    def deaf(ctx: TaskContext) -> str:
+        entered.set()
+        time.sleep(0.4)  # no checkpoint: the stop goes unheard and the task is lost
+        return "finished anyway"
+
+    before = set(threading.enumerate())
+    with BlockingController(windows=windows) as controller:
+        controller.register("deaf", deaf)
+        run = controller.submit("deaf")
+        assert entered.wait(BOUND)
+    assert controller.closed
+    assert run.snapshot.status is S.LOST
+    assert set(threading.enumerate()) == before  # joined, within the (capped) window
+
+
+def test_every_twin_crosses_the_bridge() -> None:
+    """The generated twins call the same-named method on the loop, with every argument."""
+    module = types.ModuleType("blocking_twin_tasks")
+
+    def tripled(ctx: TaskContext, n: int) -> int:
+        return n * 3
+
+    tripled.__module__ = module.__name__  # as if defined there
+    setattr(module, "tripled", task(name="tripled")(tripled))  # noqa: B010
+    with BlockingController(windows=FAST) as controller:
+        assert controller.register_module(module) == ["tripled"]
+        spec = controller.register("forever", forever, tags={"loop"})
+        assert spec.tags == frozenset({"loop"})
+        run = controller.submit("forever", task_id="twin", label="all the twins")
+        assert isinstance(run, BlockingTaskRun)
+        wait_until(lambda: run.snapshot.status is S.RUNNING)
+        same = controller.run_for("twin")
+        assert (type(same), same.task_id) == (BlockingTaskRun, "twin")
+        assert same.pause(actor="ops", reason="maintenance") is True
+        assert same.resume(reason="done") is True
+        assert run.stop(reason="enough") is True
+        assert run.wait(BOUND).status is S.STOPPED
+        history = controller.history("twin")
+        assert [(t.to_status, t.actor, t.reason) for t in history[3:6]] == [
+            (S.PAUSING, "ops", "maintenance"),
+            (S.PAUSED, "system", None),
+            (S.RUNNING, "user", "done"),
+        ]
+        assert controller.get("twin").label == "all the twins"
+        assert controller.submit("tripled", 4).wait(BOUND).value == 12
+        with pytest.raises(TaskNotFound):
+            controller.run_for("missing")
