@@ -47,7 +47,8 @@ def test_jitter_stays_within_bounds(retry: int, unit: float, jitter: float) -> N
     ],
 )
 def test_bad_backoff(kwargs: dict[str, object]) -> None:
-    with pytest.raises(ConfigurationError):
+    (field,) = kwargs
+    with pytest.raises(ConfigurationError, match=f"ExponentialBackoff.{field}"):
         ExponentialBackoff(**kwargs)  # type: ignore[arg-type]
 
 
