@@ -9,7 +9,7 @@ import logging
 
 from chongming.errors import PayloadError
 from chongming.executors.base import StopSemantics
-from chongming.run.plan import AttemptListener, AttemptPlan
+from chongming.run.plan import AttemptInputs, AttemptListener, AttemptPlan
 from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge
 from chongming.state.payload import json_form
 from chongming.state.records import Failure, FailureKind, JsonValue
@@ -39,6 +39,7 @@ class Attempt:
         "context",
         "finished",
         "force",
+        "inputs",
         "number",
         "paused_since",
         "paused_total",
@@ -48,8 +49,15 @@ class Attempt:
         "task",
     )
 
-    def __init__(self, plan: AttemptPlan, number: int, listener: AttemptListener) -> None:
+    def __init__(
+        self,
+        plan: AttemptPlan,
+        inputs: AttemptInputs,
+        number: int,
+        listener: AttemptListener,
+    ) -> None:
         self.plan = plan
+        self.inputs = inputs
         self.number = number
         self._listener = listener
         self._loop = loop = asyncio.get_running_loop()
@@ -100,16 +108,17 @@ class Attempt:
 
     async def _drive(self) -> None:
         plan = self.plan
+        inputs = self.inputs
         executor = plan.executor
         on_loop = executor is None or executor.carrier is CarrierKind.INLINE
         context = TaskContext(
-            task_id=plan.task_id,
+            task_id=inputs.task_id,
             name=plan.name,
             attempt=self.number,
             signals=self.signals,
             artifact_root=plan.artifact_root,
             on_progress=self._listener.report_progress,
-            upstream=plan.upstream,
+            upstream=inputs.upstream,
         )
         self.context = context
         if on_loop:
@@ -120,9 +129,9 @@ class Attempt:
             self._launched()
         try:
             if executor is None:
-                value = await plan.fn(context, *plan.args, **plan.kwargs)
+                value = await plan.fn(context, *inputs.args, **inputs.kwargs)
             else:
-                value = await executor.run(plan.fn, context, plan.args, plan.kwargs)
+                value = await executor.run(plan.fn, context, inputs.args, inputs.kwargs)
         except asyncio.CancelledError:
             if self.finished:
                 # Given up before it began (start timeout): nothing more to say.
@@ -168,7 +177,7 @@ class Attempt:
             _log.info(
                 "attempt %d of task %r ended after it was given up",
                 self.number,
-                self.plan.task_id,
+                self.inputs.task_id,
             )
             return
         verdict = judge(

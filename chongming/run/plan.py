@@ -1,9 +1,11 @@
 """What an attempt is given, and whom it reports to.
 
-An :class:`Attempt` sees its run only through these two: a frozen
-:class:`AttemptPlan` (what to call, with which limits) and an
-:class:`AttemptListener` (where to report that it is running, paused or
-finished). The run implements the listener; nothing else of it is visible.
+An :class:`Attempt` sees its run only through these: a frozen
+:class:`AttemptPlan` (what to call, with which limits — the same for every
+run of one task kind, so it is built once and shared), the run's own inputs
+(id, arguments, upstream results), and an :class:`AttemptListener` (where to
+report that it is running, paused or finished). The run implements the
+listener; nothing else of it is visible.
 """
 
 from __future__ import annotations
@@ -23,24 +25,65 @@ if TYPE_CHECKING:
     from chongming.run.attempt import Attempt
     from chongming.run.verdict import Verdict
 
-__all__ = ["AttemptListener", "AttemptPlan"]
+__all__ = ["AttemptInputs", "AttemptListener", "AttemptPlan", "plan_for"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptPlan:
-    """Everything every attempt of one run needs; built once per run."""
+    """What every attempt of one task kind needs; shared by its runs."""
 
-    task_id: str
     name: str
     fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
     executor: Executor | None  # None: a coroutine on the loop
     timeout: Timeout | None
     windows: ControlWindows
     artifact_root: Path
-    upstream: Mapping[str, JsonValue] | None
     max_payload_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptInputs:
+    """What one run gives each of its attempts."""
+
+    task_id: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    upstream: Mapping[str, JsonValue] | None = None
+
+
+_PlanKey = tuple[int, int, Timeout | None, ControlWindows, Path, int | None, str]
+_plans: dict[_PlanKey, tuple[Callable[..., Any], Executor | None, AttemptPlan]] = {}
+_MAX_PLANS = 512
+
+
+def plan_for(
+    *,
+    name: str,
+    fn: Callable[..., Any],
+    executor: Executor | None,
+    timeout: Timeout | None,
+    windows: ControlWindows,
+    artifact_root: Path,
+    max_payload_bytes: int | None,
+) -> AttemptPlan:
+    """The shared plan for these settings (built once: submit is the hot path)."""
+    key = (id(fn), id(executor), timeout, windows, artifact_root, max_payload_bytes, name)
+    entry = _plans.get(key)
+    if entry is not None and entry[0] is fn and entry[1] is executor:
+        return entry[2]
+    plan = AttemptPlan(
+        name=name,
+        fn=fn,
+        executor=executor,
+        timeout=timeout,
+        windows=windows,
+        artifact_root=artifact_root,
+        max_payload_bytes=max_payload_bytes,
+    )
+    if len(_plans) >= _MAX_PLANS:
+        _plans.clear()
+    _plans[key] = (fn, executor, plan)  # holding fn and executor keeps their ids unique
+    return plan
 
 
 class AttemptListener(Protocol):

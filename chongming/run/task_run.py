@@ -14,6 +14,7 @@ recorded on the run (``failed``, kind ``exception``, naming what failed).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 from collections import deque
@@ -33,7 +34,7 @@ from chongming.run.defaults import DEFAULT_RETRY, DEFAULT_WINDOWS, default_artif
 from chongming.run.defaults import new_task_id as new_task_id
 from chongming.run.host import RunHost, StandaloneHost
 from chongming.run.outcome import Outcome
-from chongming.run.plan import AttemptPlan
+from chongming.run.plan import AttemptInputs, AttemptPlan, plan_for
 from chongming.run.record import RunRecord, optional_datetime
 from chongming.run.verdict import Verdict, VerdictKind, storable_text
 from chongming.state.payload import (
@@ -72,6 +73,7 @@ class TaskRun:
         "_failure",
         "_finished_mono",
         "_holds_slot",
+        "_inputs",
         "_outcome",
         "_owns_host",
         "_pause_timer",
@@ -142,8 +144,12 @@ class TaskRun:
             )
         if bucket_key is not None and not isinstance(bucket_key, str):
             raise PayloadError("bucket_key", f"must be a string, got {type(bucket_key).__name__}")
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise ConfigurationError(f"priority must be an int, got {priority!r}")
+        if priority is not None and (
+            isinstance(priority, bool)
+            or not isinstance(priority, int)
+            or not -(2**31) <= priority < 2**31
+        ):
+            raise ConfigurationError(f"priority must be a 32-bit int, got {priority!r}")
         self.host: RunHost = host if host is not None else StandaloneHost()
         self._owns_host = host is None
         self.spec = spec
@@ -159,18 +165,17 @@ class TaskRun:
         self.owner = owner
         self.windows = windows or DEFAULT_WINDOWS
         self.upstream = upstream
-        self._plan = AttemptPlan(
-            task_id=self.task_id,
+        self._plan: AttemptPlan = plan_for(
             name=self.name,
             fn=spec.fn,
-            args=args,
-            kwargs=kwargs,
             executor=self.host.executor_for(executor or spec.executor, spec),
             timeout=self.timeout,
             windows=self.windows,
             artifact_root=artifact_root or default_artifact_root(),
-            upstream=upstream,
             max_payload_bytes=max_payload_bytes,
+        )
+        self._inputs = AttemptInputs(
+            task_id=self.task_id, args=args, kwargs=kwargs, upstream=upstream
         )
         self._time = (clock or SYSTEM_CLOCK).time
         self._record = RunRecord(self.task_id, self._time())
@@ -207,11 +212,11 @@ class TaskRun:
     @property
     def args(self) -> tuple[Any, ...]:
         """The arguments in their JSON form (what the function receives)."""
-        return self._plan.args
+        return self._inputs.args
 
     @property
     def kwargs(self) -> dict[str, Any]:
-        return self._plan.kwargs
+        return self._inputs.kwargs
 
     @property
     def executor(self) -> object:
@@ -278,8 +283,8 @@ class TaskRun:
             progress=self._progress,
             failure=self._failure,
             result=self._result,
-            args=self._plan.args,
-            kwargs=self._plan.kwargs,
+            args=self._inputs.args,
+            kwargs=self._inputs.kwargs,
         )
 
     # -- the one place that changes status ------------------------------------------
@@ -363,7 +368,7 @@ class TaskRun:
         """``blocked -> queued`` once the join condition holds."""
         if upstream is not None:
             self.upstream = upstream
-            self._plan = _replace_upstream(self._plan, upstream)
+            self._inputs = dataclasses.replace(self._inputs, upstream=upstream)
         self.submit()
 
     def skip(self, reason: str) -> bool:
@@ -392,7 +397,7 @@ class TaskRun:
             return False
         self._holds_slot = True
         self._move(_S.STARTING, Trigger.DISPATCH)
-        attempt = Attempt(self._plan, self._record.attempt, self)
+        attempt = Attempt(self._plan, self._inputs, self._record.attempt, self)
         self._current = attempt
         try:
             attempt.launch()
@@ -775,12 +780,6 @@ def _call_done_callback(callback: Callable[[TaskRun], None], run: TaskRun) -> No
         callback(run)
     except Exception:
         _log.exception("a done callback of task %r raised", run.task_id)
-
-
-def _replace_upstream(plan: AttemptPlan, upstream: Mapping[str, JsonValue]) -> AttemptPlan:
-    import dataclasses
-
-    return dataclasses.replace(plan, upstream=upstream)
 
 
 def _path_to(start: TaskStatus, goal: TaskStatus) -> list[TaskStatus]:

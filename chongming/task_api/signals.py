@@ -6,10 +6,12 @@ thread. Plain attribute reads and writes are atomic in CPython, so the flags
 need no lock; waiting uses a ``threading.Event`` for threads and an
 ``asyncio.Event`` for coroutines.
 
-Each pause request has a generation number. A thread's "pause reached"
-receipt travels to the loop with the generation it parked under, so a receipt
-that arrives after a resume (and perhaps a new pause) is recognised as stale
-instead of marking the run paused while its thread runs on.
+Each pause request has a generation number and a gate of its own. A thread
+parks on the gate of the generation it saw and its "pause reached" receipt
+travels to the loop with that generation: a receipt that arrives after a
+resume (and perhaps a new pause) is recognised as stale, and a thread that
+reaches its gate only after the resume finds that gate already open — it can
+never sit under a newer pause that it did not report.
 
 Heartbeats are read on the loop's clock (``loop.time()``), the clock every
 timer of the runtime uses.
@@ -73,9 +75,10 @@ class AttemptSignals:
         self._loop = loop
         self.loop_thread = threading.get_ident()
         self._on_pause_reached = on_pause_reached
-        # Gates are made on the first pause request: most attempts never pause.
-        self._thread_gate: threading.Event | None = None
-        self._async_gate: asyncio.Event | None = None
+        # A gate per pause request (most attempts never pause): read as one
+        # attribute, so a thread always gets a matching generation and gate.
+        self._thread_gate: tuple[int, threading.Event] | None = None
+        self._async_gate: tuple[int, asyncio.Event] | None = None
 
     # -- runtime side (event-loop thread) --------------------------------------
 
@@ -85,17 +88,14 @@ class AttemptSignals:
 
     def request_pause(self) -> int:
         """Close the gate for a new pause; returns its generation."""
-        self.pause_generation += 1
+        self._open_gate()  # whoever still waits on an older gate goes on
+        generation = self.pause_generation = self.pause_generation + 1
         if self.carrier is CarrierKind.THREAD:
-            if self._thread_gate is None:
-                self._thread_gate = threading.Event()
-            self._thread_gate.clear()
+            self._thread_gate = (generation, threading.Event())
         elif self.carrier is CarrierKind.COROUTINE:
-            if self._async_gate is None:
-                self._async_gate = asyncio.Event()
-            self._async_gate.clear()
+            self._async_gate = (generation, asyncio.Event())
         self.pause_requested = True
-        return self.pause_generation
+        return generation
 
     def withdraw_pause(self) -> None:
         """Resume, or roll back a pause that was not reached."""
@@ -104,9 +104,9 @@ class AttemptSignals:
 
     def _open_gate(self) -> None:
         if self._thread_gate is not None:
-            self._thread_gate.set()
+            self._thread_gate[1].set()
         if self._async_gate is not None:
-            self._async_gate.set()
+            self._async_gate[1].set()
 
     def detach(self) -> None:
         """The attempt ended: drop its callbacks (and the reference cycle they make)."""
@@ -152,10 +152,12 @@ class AttemptSignals:
 
     def hold_in_thread(self) -> None:
         """Block the worker thread while paused (called at a checkpoint)."""
-        gate = self._thread_gate
-        if gate is None:
+        pause = self._thread_gate
+        if pause is None:
             return
-        generation = self.pause_generation
+        generation, gate = pause
+        if gate.is_set():
+            return  # resumed (or stopped) before we got here
         try:
             self._loop.call_soon_threadsafe(self._on_pause_reached, generation)
         except RuntimeError:
@@ -164,10 +166,13 @@ class AttemptSignals:
 
     async def hold_on_loop(self) -> None:
         """Suspend the coroutine while paused (called at a checkpoint)."""
-        gate = self._async_gate
-        if gate is None:
+        pause = self._async_gate
+        if pause is None:
             return
-        self._on_pause_reached(self.pause_generation)
+        generation, gate = pause
+        if gate.is_set():
+            return
+        self._on_pause_reached(generation)
         await gate.wait()
 
 
