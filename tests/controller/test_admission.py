@@ -133,18 +133,29 @@ async def test_seed_bucket_demo_backlog_in_one_bucket_does_not_block_another(
 
 
 async def test_a_paused_task_keeps_its_slot(gates: Gates) -> None:
+    first_when_second_started: list[TaskStatus] = []
+
+    async def job(ctx) -> str:  # type: ignore[no-untyped-def]
+        if ctx.task_id == "second":
+            first_when_second_started.append(first.status)
+        return await gates.job(ctx)
+
     async with Controller(max_parallel=1, windows=FAST) as controller:
-        controller.register("job", gates.job)
+        controller.register("job", job)
         first = await controller.submit("job", task_id="first")
         second = await controller.submit("job", task_id="second")
         await wait_status(first, S.RUNNING)
         assert await controller.pause("first")
-        await asyncio.sleep(0.05)
+        stats = await controller.stats()
+        assert (stats.holding_slot, stats.queued) == (1, 1)  # paused still holds it
         assert second.status is S.QUEUED
-        assert (await controller.stats()).holding_slot == 1
         assert await controller.resume("first")
         gates.open("first", "second")
         await controller.wait_all(5)
+    assert gates.started == ["first", "second"]
+    # The slot came back when the first ended, never at its pause.
+    assert first_when_second_started == [S.SUCCEEDED]
+    assert (S.PAUSING, S.PAUSED) in [(t.from_status, t.to_status) for t in first.transitions]
 
 
 async def test_retry_wait_gives_the_slot_back(gates: Gates) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,7 @@ from chongming import (
     FailureKind,
     InlineExecutor,
     TaskCancelled,
+    TaskContext,
     TaskRun,
     TaskStatus,
 )
@@ -84,22 +87,79 @@ async def test_pause_not_reached_rolls_back_and_returns_false(
     ]
 
 
-async def test_pause_of_inline_task_cannot_be_honoured() -> None:
-    gate = asyncio.Event()
+class GatedInline(InlineExecutor):
+    """Inline, but the call waits for a gate on the loop first.
 
-    def quick(ctx) -> int:  # type: ignore[no-untyped-def]
-        ctx.checkpoint()
+    The run is ``running`` on the inline carrier while the gate is shut, so a
+    pause request really meets a running inline task; the function itself
+    runs on the loop thread once the gate opens.
+    """
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def run(
+        self,
+        fn: Callable[..., Any],
+        context: TaskContext,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        self.entered.set()
+        await self.gate.wait()
+        return await super().run(fn, context, args, kwargs)
+
+
+async def test_pause_of_a_running_inline_task_rolls_back_and_returns_false() -> None:
+    executor = GatedInline()
+    seen: list[bool] = []
+
+    def quick(ctx: TaskContext) -> int:
+        seen.append(ctx.is_pause_requested)
+        ctx.checkpoint()  # on the loop thread: must not block
         return 1
 
-    async def coordinator(ctx) -> None:  # type: ignore[no-untyped-def]
-        await gate.wait()
-
-    # An inline task never yields, so no request can even reach it mid-call.
-    async with TaskRun(quick, executor=InlineExecutor(), windows=FAST) as run:
+    windows = ControlWindows(stop_grace=1, pause_window=0.1)
+    async with TaskRun(quick, executor=executor, windows=windows) as run:
+        await executor.entered.wait()
+        assert run.status is S.RUNNING
+        assert await run.pause() is False
+        assert run.status is S.RUNNING  # rolled back: never a pretend pause
+        executor.gate.set()
         outcome = await run.wait(5)
     assert outcome.ok
-    assert await run.pause() is False
-    _ = coordinator
+    assert outcome.value == 1
+    assert seen == [False]  # the withdrawn request does not linger
+    assert trajectory(run)[3:] == [
+        ("running", "pausing", "user:pause"),
+        ("pausing", "running", "runtime:pause_not_reached"),
+        ("running", "succeeded", "executor:completed"),
+    ]
+    assert_sound(run)
+
+
+async def test_an_inline_checkpoint_under_a_pause_request_does_not_block() -> None:
+    executor = GatedInline()
+    seen: list[bool] = []
+
+    def quick(ctx: TaskContext) -> int:
+        seen.append(ctx.is_pause_requested)
+        ctx.checkpoint()  # a blocking checkpoint here would freeze the loop itself
+        return 1
+
+    windows = ControlWindows(stop_grace=1, pause_window=5)
+    async with TaskRun(quick, executor=executor, windows=windows) as run:
+        await executor.entered.wait()
+        pause = asyncio.ensure_future(run.pause())
+        await wait_status(run, S.PAUSING)
+        executor.gate.set()
+        assert await pause is False  # it ended instead of pausing
+        outcome = await run.wait(5)
+    assert outcome.ok
+    assert seen == [True]
+    assert trajectory(run)[-1] == ("pausing", "succeeded", "executor:completed")
+    assert_sound(run)
 
 
 async def test_control_of_a_finished_task_returns_false() -> None:
@@ -328,7 +388,8 @@ async def test_thread_task_waiting_for_a_worker_is_starting_and_stops_cleanly(
         TaskRun(work, (2,), executor=one_worker, windows=FAST) as second,
     ):
         await wait_status(first, S.RUNNING)
-        await asyncio.sleep(0.05)
+        # Both calls are inside the executor; the only worker is busy with the first.
+        await wait_for(lambda: one_worker.in_flight == 2)
         # No worker took it yet: it is still starting, not pretending to run.
         assert second.status is S.STARTING
         assert await second.stop(reason="not needed")
