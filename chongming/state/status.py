@@ -26,6 +26,10 @@ class TaskStatus(enum.StrEnum):
     SKIPPED = "skipped"
     LOST = "lost"
 
+    # Hash as the plain string (consistent with StrEnum's equality): Enum's own
+    # __hash__ is a Python function, and statuses key dicts and sets on the hot path.
+    __hash__ = str.__hash__
+
     @property
     def is_terminal(self) -> bool:
         return self in TERMINAL_STATUSES
