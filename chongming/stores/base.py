@@ -33,8 +33,17 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from types import TracebackType
 
+from chongming.errors import (
+    DuplicateTaskId,
+    PayloadError,
+    StoreClosed,
+    StoreError,
+    TaskNotFound,
+    VersionConflict,
+)
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
+from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 __all__ = [
     "Command",
@@ -135,6 +144,38 @@ class TaskStore(abc.ABC):
     async def query(self, query: TaskQuery) -> list[TaskSnapshot]:
         """Snapshots matching ``query``, ordered by ``created_at`` then ``task_id``."""
 
+    async def apply_writes(self, writes: Sequence[StateWrite]) -> list[WriteResult]:
+        """Apply independent state writes; one result per write, in order.
+
+        Each write is atomic (``create`` when ``expect_version`` is None, else
+        ``save``). A conflict, a duplicate or a missing task is that write's
+        outcome, never its neighbours'. A store failure is the outcome
+        ``FAILED`` for the writes it hit; :class:`StoreClosed` and
+        :class:`PayloadError` (a bug of the caller: records are checked
+        before they get here) are raised. This default applies the writes
+        one by one; backends override it to commit a batch at once.
+        """
+        results: list[WriteResult] = []
+        for write in writes:
+            try:
+                if write.expect_version is None:
+                    await self.create(write.snapshot, write.transitions)
+                else:
+                    await self.save(write.snapshot, write.expect_version, write.transitions)
+            except (StoreClosed, PayloadError):
+                raise
+            except VersionConflict:
+                results.append(_CONFLICT)
+            except DuplicateTaskId:
+                results.append(_DUPLICATE)
+            except TaskNotFound:
+                results.append(_NOT_FOUND)
+            except StoreError as error:
+                results.append(WriteResult(outcome=WriteOutcome.FAILED, error=error))
+            else:
+                results.append(_WRITTEN)
+        return results
+
     # -- history -------------------------------------------------------------
 
     @abc.abstractmethod
@@ -205,3 +246,9 @@ class TaskStore(abc.ABC):
 
         ``buckets`` restricts the search to those buckets (``None``: all).
         """
+
+
+_WRITTEN = WriteResult(outcome=WriteOutcome.WRITTEN)
+_CONFLICT = WriteResult(outcome=WriteOutcome.CONFLICT)
+_DUPLICATE = WriteResult(outcome=WriteOutcome.DUPLICATE)
+_NOT_FOUND = WriteResult(outcome=WriteOutcome.NOT_FOUND)
