@@ -34,7 +34,7 @@ from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
 from chongming.stores.sqlite import SqliteTaskStore
 from chongming.stores.sqlite.batch import INSERT_TASK, INSERT_TRANSITION, UPDATE_TASK
-from chongming.stores.sqlite.rows import snapshot_row, transition_row
+from chongming.stores.sqlite.rows import full_update_row, insert_row, transition_row
 from chongming.stores.sqlite.schema import MIGRATIONS
 
 PATH = (TaskStatus.QUEUED, TaskStatus.STARTING, TaskStatus.RUNNING, TaskStatus.SUCCEEDED)
@@ -148,12 +148,10 @@ async def bench_sqlite_raw(directory: Path, trajectories: list[Trajectory], batc
     steps: list[list[tuple[str, list[tuple[Any, ...]]]]] = []
     for start in range(0, len(trajectories), batch):
         chunk = trajectories[start : start + batch]
-        steps.append([(INSERT_TASK, [snapshot_row(t.snapshots[0]) for t in chunk])])
+        steps.append([(INSERT_TASK, [insert_row(t.snapshots[0], None) for t in chunk])])
         for step in range(1, 5):
-            updates = []
-            for t in chunk:
-                row = snapshot_row(t.snapshots[step])
-                updates.append((*row[1:], row[0], step - 1))
+            # The whole row, as the baseline always wrote (the store writes less when it can).
+            updates = [full_update_row(t.snapshots[step], None, step - 1) for t in chunk]
             transitions = [transition_row(t.transitions[step - 1]) for t in chunk]
             steps.append([(UPDATE_TASK, updates), (INSERT_TRANSITION, transitions)])
     async with aiosqlite.connect(directory / "raw.db", isolation_level=None) as conn:

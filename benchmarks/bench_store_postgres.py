@@ -33,9 +33,19 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.postgres import PostgresTaskStore
 from chongming.stores.postgres.dsn import redact_dsn
-from chongming.stores.postgres.rows import snapshot_params, transition_rows
+from chongming.stores.postgres.rows import COLUMN_INDEX, full_params, transition_rows
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
 from chongming.testing.store_contract import make_snapshot, next_step
+
+_TAGS = COLUMN_INDEX["tags"]
+
+
+def snapshot_params(snapshot: TaskSnapshot, limit: int | None) -> list[object]:
+    """The store's own encoding of a row, with tags as the ``text[]`` a plain INSERT takes."""
+    params: list[object] = list(full_params(snapshot, limit, None))
+    params[_TAGS] = sorted(snapshot.tags)
+    return params
+
 
 PATH = (TaskStatus.QUEUED, TaskStatus.STARTING, TaskStatus.RUNNING, TaskStatus.SUCCEEDED)
 
@@ -182,7 +192,7 @@ async def _drop(dsn: str, schema: str) -> None:
         await conn.close()
 
 
-async def main() -> None:
+async def run(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="tasks (4 transitions each)")
     parser.add_argument("--concurrency", type=int, default=500, help="asyncio tasks writing")
@@ -194,7 +204,7 @@ async def main() -> None:
         ),
     )
     parser.add_argument("--no-group-commit", action="store_true", help="also run without it")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     transitions = args.n * len(PATH)
     print(f"PostgreSQL {redact_dsn(args.dsn)}; N={args.n} tasks, {transitions} transitions")
 
@@ -216,5 +226,9 @@ async def main() -> None:
         )
 
 
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(run(argv))
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -9,6 +9,7 @@ each store (RELIABILITY.md: "the same typed error on every store").
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from chongming.errors import PayloadError
 from chongming.state.payload import (
@@ -18,15 +19,18 @@ from chongming.state.payload import (
     check_payload,
     check_task_id,
 )
-from chongming.state.records import Progress, TaskSnapshot, Transition
+from chongming.state.records import Failure, Progress, TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
 from chongming.stores.base import Command
 
 __all__ = [
     "check_command",
+    "check_failure",
     "check_progress",
     "check_snapshot",
     "check_snapshot_text",
     "check_text",
+    "check_time",
     "check_transitions",
 ]
 
@@ -37,6 +41,19 @@ def check_text(value: object, what: str) -> None:
     if not isinstance(value, str):
         raise PayloadError(what, f"must be a string, got {type(value).__name__}")
     check_json_value(value, what)
+
+
+def check_time(value: object, what: str) -> datetime:
+    """An aware datetime. A naive one names no instant, so every store refuses it alike."""
+    if type(value) is datetime and value.tzinfo is UTC:
+        return value
+    if not isinstance(value, datetime):
+        raise PayloadError(what, f"must be a datetime, got {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise PayloadError(
+            what, "is a naive datetime (no time zone); pass an aware one, e.g. datetime.now(UTC)"
+        )
+    return value
 
 
 def check_progress(progress: Progress | None) -> None:
@@ -58,11 +75,30 @@ def check_snapshot_text(snapshot: TaskSnapshot) -> None:
     check_text(snapshot.owner, "owner")
     for tag in snapshot.tags:
         check_text(tag, "tag")
+    for name in _TIME_FIELDS:
+        value = getattr(snapshot, name)
+        if value is not None or name in _REQUIRED_TIMES:
+            check_time(value, name)
     check_progress(snapshot.progress)
-    failure = snapshot.failure
-    if failure is not None:
-        check_text(failure.message, "failure message")
-        check_text(failure.exception_type, "failure exception_type")
+    check_failure(snapshot.failure)
+
+
+def check_failure(failure: Failure | None) -> None:
+    if failure is None:
+        return
+    check_text(failure.message, "failure message")
+    check_text(failure.exception_type, "failure exception_type")
+
+
+_TIME_FIELDS = (
+    "created_at",
+    "updated_at",
+    "queued_at",
+    "started_at",
+    "finished_at",
+    "last_heartbeat_at",
+)
+_REQUIRED_TIMES = frozenset({"created_at", "updated_at"})
 
 
 def check_snapshot(snapshot: TaskSnapshot, limit: int | None = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
@@ -75,12 +111,37 @@ def check_snapshot(snapshot: TaskSnapshot, limit: int | None = DEFAULT_MAX_PAYLO
         check_payload(dict(snapshot.kwargs), "kwargs", limit)
 
 
-def check_transitions(transitions: Sequence[Transition]) -> None:
+def check_transitions(transitions: Sequence[Transition], checked_id: str | None = None) -> None:
+    """Every field of each transition (``checked_id``: a task id the caller checked already)."""
     for transition in transitions:
-        check_task_id(transition.task_id)
-        check_text(transition.trigger, "trigger")
-        check_text(transition.actor, "actor")
-        check_text(transition.reason, "reason")
+        if transition.task_id != checked_id:
+            check_task_id(transition.task_id)
+            checked_id = transition.task_id
+        at = transition.at
+        if type(at) is not datetime or at.tzinfo is not UTC:
+            check_time(at, "transition at")
+        if not isinstance(transition.from_status, TaskStatus):
+            raise PayloadError("from_status", f"must be a TaskStatus: {transition.from_status!r}")
+        if not isinstance(transition.to_status, TaskStatus):
+            raise PayloadError("to_status", f"must be a TaskStatus: {transition.to_status!r}")
+        _check_word(transition.trigger, "trigger")
+        _check_word(transition.actor, "actor")
+        if transition.reason is not None:
+            check_text(transition.reason, "reason")
+
+
+#: Triggers and actors come from a small vocabulary: each is checked once per process.
+_GOOD_WORDS: set[str] = set()
+
+
+def _check_word(value: object, what: str) -> None:
+    if type(value) is str and value in _GOOD_WORDS:
+        return
+    if not isinstance(value, str):
+        raise PayloadError(what, f"must be a string, got {type(value).__name__}")
+    check_text(value, what)
+    if len(value) <= 64 and len(_GOOD_WORDS) < 1024:
+        _GOOD_WORDS.add(value)
 
 
 def check_command(command: Command) -> None:
@@ -88,6 +149,7 @@ def check_command(command: Command) -> None:
     if not isinstance(command.command_id, str) or not command.command_id:
         raise PayloadError("command_id", "must be a non-empty string")
     check_text(command.command_id, "command_id")
+    check_time(command.created_at, "command created_at")
     check_text(command.actor, "actor")
     check_text(command.reason, "reason")
     check_text(command.target_owner, "target_owner")

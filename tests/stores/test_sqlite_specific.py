@@ -18,6 +18,7 @@ from chongming.state.fold import fold_history
 from chongming.state.records import Progress, TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.stores.sqlite import SqliteTaskStore
+from chongming.stores.sqlite.connection import THREAD_PREFIX
 from chongming.stores.sqlite.schema import LATEST_VERSION
 from chongming.testing.store_contract import make_snapshot, next_step
 
@@ -33,8 +34,8 @@ def _digest(path: Path) -> str:
 
 
 def _connection_threads() -> int:
-    """aiosqlite runs one thread per connection; a leaked one keeps the process alive."""
-    return sum("_connection_worker_thread" in t.name for t in threading.enumerate())
+    """One thread per connection; a leaked one holds the file open."""
+    return sum(t.name.startswith(THREAD_PREFIX) for t in threading.enumerate())
 
 
 async def _settled_connection_threads(expected: int) -> int:
@@ -149,7 +150,7 @@ async def _fill_and_recover(store: SqliteTaskStore) -> None:
     # The size cap is per connection, so it goes on the writer's own connection.
     conn = store._writer_conn  # a driver test reaches into the driver
     assert conn is not None
-    (pages,) = next(iter(await conn.execute_fetchall("PRAGMA page_count")))
+    ((pages,),) = await conn.fetchall("PRAGMA page_count")
     await conn.execute(f"PRAGMA max_page_count = {pages + 8}")
 
     acknowledged: list[TaskSnapshot] = []
@@ -173,7 +174,7 @@ async def _fill_and_recover(store: SqliteTaskStore) -> None:
         await store.save(queued, expect_version=0, transitions=[transition])
     assert await store.get("anchor") == anchor, "nothing half-applied"
     assert await store.history("anchor") == []
-    (check,) = next(iter(await conn.execute_fetchall("PRAGMA integrity_check")))
+    ((check,),) = await conn.fetchall("PRAGMA integrity_check")
     assert check == "ok"
 
     await conn.execute("PRAGMA max_page_count = 1073741823")

@@ -15,35 +15,14 @@ import dataclasses
 
 from chongming.state.query import TaskQuery
 from chongming.state.status import TERMINAL_STATUSES
+from chongming.stores.columns import TASK_COLUMNS, Role
 from chongming.stores.postgres.schema import quote_schema
 
 __all__ = ["SNAPSHOT_COLUMNS", "Statements"]
 
-SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("task_id", "text"),
-    ("name", "text"),
-    ("label", "text"),
-    ("status", "text"),
-    ("status_version", "int"),
-    ("attempt", "int"),
-    ("max_attempts", "int"),
-    ("bucket", "int"),
-    ("bucket_key", "text"),
-    ("tags", "text[]"),
-    ("priority", "int"),
-    ("owner", "text"),
-    ("created_at", "timestamptz"),
-    ("updated_at", "timestamptz"),
-    ("queued_at", "timestamptz"),
-    ("started_at", "timestamptz"),
-    ("finished_at", "timestamptz"),
-    ("last_heartbeat_at", "timestamptz"),
-    ("progress", "jsonb"),
-    ("failure", "jsonb"),
-    ("result", "jsonb"),
-    ("args", "jsonb"),
-    ("kwargs", "jsonb"),
-)
+#: (name, PostgreSQL type) of every task column a snapshot fills, from the shared table.
+SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = tuple((c.name, c.postgres) for c in TASK_COLUMNS)
+_MUTABLE = frozenset(c.name for c in TASK_COLUMNS if c.role is Role.MUTABLE)
 _TRANSITION_COLUMNS = (
     ("task_id", "text"),
     ("version", "int"),
@@ -81,7 +60,8 @@ def _write_statement(s: str) -> str:
     """One statement for a whole batch of writes (each task at most once per batch).
 
     Input: one array per column, element ``k`` belonging to write ``k``
-    (``mode`` is create / save / touch / append); transitions as arrays too,
+    (``mode`` is create / save / patch / touch / append; a patch is a save
+    that writes only the mutable columns); transitions as arrays too,
     linked to their write by its ordinal. Output: one row per write, in order:
     whether it applied, and the version the task had before the statement.
     """
@@ -101,6 +81,7 @@ def _write_statement(s: str) -> str:
     assignments = ", ".join(
         f"{name} = {_value(name, 'i.')}" for name, _ in SNAPSHOT_COLUMNS if name != "task_id"
     )
+    patched = ", ".join(f"{name} = i.{name}" for name, _ in SNAPSHOT_COLUMNS if name in _MUTABLE)
     selected = ", ".join(f"tr.{name}" for name, _ in _TRANSITION_COLUMNS)
     return f"""
 WITH input AS (
@@ -115,6 +96,11 @@ WITH input AS (
     FROM input AS i
     WHERE i.mode = 'save' AND t.task_id = i.task_id AND t.status_version = i.expect
     RETURNING t.task_id
+), patched AS (
+    UPDATE {s}.tasks AS t SET {patched}
+    FROM input AS i
+    WHERE i.mode = 'patch' AND t.task_id = i.task_id AND t.status_version = i.expect
+    RETURNING t.task_id
 ), touched AS (
     UPDATE {s}.tasks AS t SET
         progress = COALESCE(i.progress, t.progress),
@@ -125,6 +111,7 @@ WITH input AS (
 ), applied AS (
     SELECT task_id FROM created
     UNION ALL SELECT task_id FROM saved
+    UNION ALL SELECT task_id FROM patched
     UNION ALL SELECT task_id FROM touched
 ), appended AS (
     INSERT INTO {s}.transitions ({transition_aliases})

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from chongming.errors import (
@@ -30,10 +31,12 @@ from chongming.errors import (
     TaskNotFound,
     VersionConflict,
 )
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, json_form
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.stores.checks import check_time
+from chongming.stores.identity import IdentityCache
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.commands import CommandsAndLeases, channel_for
 from chongming.stores.postgres.driver import (
@@ -93,10 +96,9 @@ class PostgresTaskStore(TaskStore):
         quote_schema(schema)
         if not 1 <= min_size <= max_size:
             raise ConfigurationError(f"need 1 <= min_size <= max_size, got {min_size}, {max_size}")
-        if connect_timeout <= 0 or read_attempts < 1 or (max_payload_bytes or 1) < 1:
-            raise ConfigurationError(
-                "connect_timeout, read_attempts, max_payload_bytes must be positive"
-            )
+        if connect_timeout <= 0 or read_attempts < 1:
+            raise ConfigurationError("connect_timeout and read_attempts must be positive")
+        limit = check_limit(max_payload_bytes)
         self._target: ConnectTarget | None = None
         self._pool: Any = None
         if isinstance(dsn_or_pool, str):
@@ -118,7 +120,8 @@ class PostgresTaskStore(TaskStore):
         self._min_size = min_size
         self._max_size = max_size
         self._application_name = application_name
-        self._limit = max_payload_bytes
+        self._limit = limit
+        self._identities = IdentityCache()
         self._read_attempts = read_attempts
         self._close_timeout = close_timeout
         self._channel = channel_for(schema)
@@ -226,8 +229,8 @@ class PostgresTaskStore(TaskStore):
         args = WriteArgs(
             mode="create",
             key=snapshot.task_id,
-            params=rows.snapshot_params(snapshot, self._limit),
-            transitions=rows.transition_rows(transitions),
+            params=rows.encode(rows.full_params, snapshot, self._limit),
+            transitions=rows.transition_rows(transitions, snapshot.task_id),
         )
 
         async def resolve() -> WriteResult | None:
@@ -237,9 +240,10 @@ class PostgresTaskStore(TaskStore):
             ours = _same(stored, snapshot) and await self._has(transitions)
             return WriteResult(applied=ours, current=stored.status_version)
 
-        result = await self._write(f"creating task {snapshot.task_id!r}", args, resolve)
+        result = await self._written(f"creating task {snapshot.task_id!r}", args, resolve)
         if not result.applied:
             raise DuplicateTaskId(snapshot.task_id)
+        self._identities.remember(snapshot)
 
     async def save(
         self,
@@ -247,12 +251,16 @@ class PostgresTaskStore(TaskStore):
         expect_version: int,
         transitions: Sequence[Transition] = (),
     ) -> None:
+        # Encoded once, here; only the mutable columns when the stored identity is known.
+        patch = self._identities.holds(snapshot, expect_version)
         args = WriteArgs(
-            mode="save",
+            mode="patch" if patch else "save",
             key=snapshot.task_id,
             expect=int(expect_version),
-            params=rows.snapshot_params(snapshot, self._limit),
-            transitions=rows.transition_rows(transitions),
+            params=rows.encode(
+                rows.patch_params if patch else rows.full_params, snapshot, self._limit
+            ),
+            transitions=rows.transition_rows(transitions, snapshot.task_id),
         )
 
         async def resolve() -> WriteResult | None:
@@ -266,9 +274,11 @@ class PostgresTaskStore(TaskStore):
             return WriteResult(applied=False, current=stored.status_version)
 
         what = f"saving task {snapshot.task_id!r}"
-        result = await self._write(what, args, resolve)
+        result = await self._written(what, args, resolve)
         if result.applied:
+            self._identities.remember(snapshot, expect_version)
             return
+        self._identities.forget(snapshot.task_id)
         actual = result.current
         if actual == expect_version:
             # Lost a race inside one statement: the row changed after its snapshot.
@@ -322,7 +332,7 @@ class PostgresTaskStore(TaskStore):
         task_id: str,
         *,
         progress: Progress | None = None,
-        heartbeat: Any = None,
+        heartbeat: datetime | None = None,
     ) -> None:
         if progress is None and heartbeat is None:
             self._check_open()
@@ -330,7 +340,8 @@ class PostgresTaskStore(TaskStore):
         params: list[Any] = [None] * len(SNAPSHOT_COLUMNS)
         params[0] = task_id
         params[rows.COLUMN_INDEX["progress"]] = rows.progress_param(progress, self._limit)
-        params[rows.COLUMN_INDEX["last_heartbeat_at"]] = heartbeat
+        if heartbeat is not None:
+            params[rows.COLUMN_INDEX["last_heartbeat_at"]] = check_time(heartbeat, "heartbeat")
         args = WriteArgs(mode="touch", key=task_id, params=params)
 
         async def resolve() -> WriteResult | None:
@@ -459,6 +470,19 @@ class PostgresTaskStore(TaskStore):
         async with self._connection() as conn:
             return await work(conn)
 
+    async def _written(
+        self,
+        what: str,
+        args: WriteArgs,
+        resolve: Callable[[], Awaitable[WriteResult | None]],
+    ) -> WriteResult:
+        """:meth:`_write`; an unknown outcome also forgets the task's identity."""
+        try:
+            return await self._write(what, args, resolve)
+        except BaseException:
+            self._identities.forget(args.key)
+            raise
+
     async def _write(
         self,
         what: str,
@@ -582,11 +606,25 @@ def _discard(conn: Any) -> None:
 
 
 def _same(stored: TaskSnapshot, ours: TaskSnapshot) -> bool:
-    """Is ``stored`` the write of ``ours``? (touch may have changed the hot fields since)."""
+    """Is ``stored`` the write of ``ours``? (touch may have changed the hot fields since).
+
+    Compared in JSON form, as every store returns payloads: a tuple comes back
+    as a list and ``{1: "a"}`` as ``{"1": "a"}``, and that is still our write.
+    """
     comparable = dataclasses.replace(
         stored, progress=ours.progress, last_heartbeat_at=ours.last_heartbeat_at
     )
-    return comparable == ours
+    return comparable == as_stored(ours)
+
+
+def as_stored(snapshot: TaskSnapshot) -> TaskSnapshot:
+    """``snapshot`` with its payloads in the JSON form a read returns."""
+    return dataclasses.replace(
+        snapshot,
+        result=json_form(snapshot.result, "result", None),
+        args=tuple(json_form(list(snapshot.args), "args", None)),
+        kwargs=json_form(dict(snapshot.kwargs), "kwargs", None),
+    )
 
 
 async def _close_pool(pool: Any, timeout: float) -> None:

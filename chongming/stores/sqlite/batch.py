@@ -20,9 +20,12 @@ import dataclasses
 from typing import Any
 
 from chongming.errors import DuplicateTaskId, StoreError, TaskNotFound, VersionConflict
-from chongming.stores.sqlite.rows import TASK_COLUMNS, TRANSITION_COLUMNS
+from chongming.stores.columns import MUTABLE_COLUMNS
+from chongming.stores.sqlite.rows import TASK_NAMES, TRANSITION_COLUMNS
 
 __all__ = [
+    "PATCH_TASK",
+    "UPDATE_TASK",
     "AppendOp",
     "CommandOp",
     "CreateOp",
@@ -38,11 +41,18 @@ __all__ = [
 Row = tuple[Any, ...]
 
 INSERT_TASK = (
-    f"INSERT INTO tasks ({', '.join(TASK_COLUMNS)}) VALUES ({', '.join('?' * len(TASK_COLUMNS))})"
+    f"INSERT INTO tasks ({', '.join(TASK_NAMES)}) VALUES ({', '.join('?' * len(TASK_NAMES))})"
 )
+#: A compare-and-set save of the whole row (parameters: ``rows.full_update_row``).
 UPDATE_TASK = (
     "UPDATE tasks SET "
-    + ", ".join(f"{column} = ?" for column in TASK_COLUMNS[1:])
+    + ", ".join(f"{column} = ?" for column in TASK_NAMES[1:])
+    + " WHERE task_id = ? AND status_version = ?"
+)
+#: A compare-and-set save of the mutable columns only (parameters: ``rows.patch_row``).
+PATCH_TASK = (
+    "UPDATE tasks SET "
+    + ", ".join(f"{column.name} = ?" for column in MUTABLE_COLUMNS)
     + " WHERE task_id = ? AND status_version = ?"
 )
 TOUCH_TASK = (
@@ -66,15 +76,19 @@ class WriteOp:
 @dataclasses.dataclass(slots=True, eq=False, kw_only=True)
 class CreateOp(WriteOp):
     task_id: str
+    version: int
     row: Row
     transitions: list[Row]
 
 
 @dataclasses.dataclass(slots=True, eq=False, kw_only=True)
 class SaveOp(WriteOp):
+    """``sql`` is UPDATE_TASK or PATCH_TASK; ``row`` its parameters, ending in the CAS."""
+
     task_id: str
     expect_version: int
     new_version: int
+    sql: str
     row: Row
     transitions: list[Row]
 
@@ -167,13 +181,13 @@ def plan_batch(ops: list[WriteOp], versions: dict[str, int] | None, now_micros: 
                 errors[id(op)] = VersionConflict(op.task_id, op.expect_version, current)
             else:
                 known[op.task_id] = op.new_version
-                phases.add(UPDATE_TASK, op.task_id, (*op.row[1:], op.task_id, current))
+                phases.add(op.sql, op.task_id, op.row)
                 transitions.extend(op.transitions)
         elif isinstance(op, CreateOp):
             if op.task_id in known:
                 errors[id(op)] = DuplicateTaskId(op.task_id)
             else:
-                known[op.task_id] = op.row[4]
+                known[op.task_id] = op.version
                 phases.add(INSERT_TASK, op.task_id, op.row)
                 transitions.extend(op.transitions)
         elif isinstance(op, AppendOp):

@@ -1,34 +1,40 @@
 """Records <-> SQLite rows (pure functions, no I/O).
 
-Timestamps become integer microseconds since the epoch (UTC): exact to the
-microsecond, ordered by instant whatever offset the caller used. Structured
-fields become compact JSON text (``allow_nan=False`` so the same row is valid
-for PostgreSQL too).
+Task rows follow the shared column table (:mod:`chongming.stores.columns`),
+encoded by :mod:`chongming.stores.rowcodec`'s SQLite dialect: timestamps
+become integer microseconds since the epoch (UTC) — exact to the
+microsecond, ordered by instant whatever offset the caller used — and
+structured fields compact JSON text (valid for PostgreSQL too).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
+from chongming.errors import PayloadError
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind
-from chongming.stores.codec import decode_failure, decode_progress, encode_failure, encode_progress
+from chongming.stores.checks import check_snapshot_text, check_time
+from chongming.stores.codec import dump
+from chongming.stores.columns import MUTABLE_COLUMNS, TASK_COLUMNS
+from chongming.stores.rowcodec import SQLITE, Encoder, compile_decoder, compile_encoder
 
 __all__ = [
     "COMMAND_COLUMNS",
-    "TASK_COLUMNS",
+    "TASK_NAMES",
     "TRANSITION_COLUMNS",
     "command_from_row",
     "command_row",
     "dump",
+    "encode",
     "from_micros",
+    "full_update_row",
+    "insert_row",
+    "patch_row",
     "snapshot_from_row",
-    "snapshot_row",
     "to_micros",
     "transition_from_row",
     "transition_row",
@@ -36,71 +42,32 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-_loads = json.loads
+
+#: Column names of a task row, in table order.
+TASK_NAMES: tuple[str, ...] = tuple(column.name for column in TASK_COLUMNS)
+#: Every column, for an INSERT.
+insert_row: Encoder = compile_encoder(SQLITE, TASK_COLUMNS)
+#: Every column but the key, then ``task_id, expect``: a full compare-and-set UPDATE.
+full_update_row: Encoder = compile_encoder(SQLITE, TASK_COLUMNS[1:], tail=("s.task_id", "expect"))
+#: The mutable columns, then ``task_id, expect``: the UPDATE of a save that keeps the identity.
+patch_row: Encoder = compile_encoder(SQLITE, MUTABLE_COLUMNS, tail=("s.task_id", "expect"))
+#: A task row (extra trailing columns are ignored) -> the snapshot.
+snapshot_from_row = compile_decoder(SQLITE, TASK_COLUMNS)
 
 
-def _refuse(value: object) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+def encode(
+    encoder: Encoder, snapshot: TaskSnapshot, limit: int | None, expect: int | None = None
+) -> tuple[Any, ...]:
+    """Run ``encoder``; a value of the wrong type gets the shared check's PayloadError."""
+    try:
+        return encoder(snapshot, limit, expect)
+    except (TypeError, AttributeError, ValueError) as error:
+        if isinstance(error, PayloadError):
+            raise
+        check_snapshot_text(snapshot)  # names the bad field when it is one it knows
+        raise PayloadError("snapshot", f"cannot be stored ({error})") from None
 
 
-def _make_dump() -> Callable[[Any], str]:
-    """A reusable C encoder: ``JSONEncoder.encode`` builds a new one per call (3x slower).
-
-    No cycle detection (``markers=None``): payloads were checked by the API
-    (:func:`chongming.state.payload.dump_json`) before they reach a store.
-    """
-    if c_make_encoder is None:  # pragma: no cover - CPython always ships _json
-        return _ENCODER.encode
-    encoder = c_make_encoder(None, _refuse, encode_basestring, None, ":", ",", False, False, False)
-
-    def dump(value: Any) -> str:
-        if isinstance(value, str):
-            return encode_basestring(value)
-        return "".join(encoder(value, 0))
-
-    return dump
-
-
-#: ``json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))``, faster.
-dump = _make_dump()
-_TAGS: dict[frozenset[str], str] = {}
-
-
-def _tags(tags: frozenset[str]) -> str:
-    text = _TAGS.get(tags)
-    if text is None:
-        text = dump(sorted(tags))
-        if len(_TAGS) < 4096:  # tag sets repeat; bound the cache all the same
-            _TAGS[tags] = text
-    return text
-
-
-TASK_COLUMNS = (
-    "task_id",
-    "name",
-    "label",
-    "status",
-    "status_version",
-    "attempt",
-    "max_attempts",
-    "bucket",
-    "bucket_key",
-    "tags",
-    "priority",
-    "owner",
-    "created_at",
-    "updated_at",
-    "queued_at",
-    "started_at",
-    "finished_at",
-    "last_heartbeat_at",
-    "progress",
-    "failure",
-    "result",
-    "args",
-    "kwargs",
-)
 TRANSITION_COLUMNS = (
     "task_id",
     "version",
@@ -125,9 +92,9 @@ COMMAND_COLUMNS = (
 )
 
 
-def to_micros(value: datetime) -> int:
+def to_micros(value: datetime, what: str = "datetime") -> int:
     """Aware datetime -> microseconds since the epoch (exact integer arithmetic)."""
-    return (value - _EPOCH) // _MICROSECOND
+    return (check_time(value, what) - _EPOCH) // _MICROSECOND
 
 
 def from_micros(value: int) -> datetime:
@@ -138,78 +105,8 @@ def _when(value: int | None) -> datetime | None:
     return None if value is None else _EPOCH + timedelta(microseconds=value)
 
 
-def snapshot_row(s: TaskSnapshot) -> tuple[Any, ...]:
-    """Values in :data:`TASK_COLUMNS` order (the hot path of every save: keep it lean).
-
-    Statuses are bound as the ``StrEnum`` members themselves: sqlite3 stores a
-    ``str`` subclass as its text, and ``.value`` is a slow descriptor.
-    """
-    queued_at, started_at, finished_at, beat = (
-        s.queued_at,
-        s.started_at,
-        s.finished_at,
-        s.last_heartbeat_at,
-    )
-    return (
-        s.task_id,
-        s.name,
-        s.label,
-        s.status,
-        s.status_version,
-        s.attempt,
-        s.max_attempts,
-        s.bucket,
-        s.bucket_key,
-        _tags(s.tags) if s.tags else "[]",
-        s.priority,
-        s.owner,
-        (s.created_at - _EPOCH) // _MICROSECOND,
-        (s.updated_at - _EPOCH) // _MICROSECOND,
-        None if queued_at is None else (queued_at - _EPOCH) // _MICROSECOND,
-        None if started_at is None else (started_at - _EPOCH) // _MICROSECOND,
-        None if finished_at is None else (finished_at - _EPOCH) // _MICROSECOND,
-        None if beat is None else (beat - _EPOCH) // _MICROSECOND,
-        None if s.progress is None else encode_progress(s.progress),
-        None if s.failure is None else encode_failure(s.failure),
-        "null" if s.result is None else dump(s.result),
-        dump(list(s.args)) if s.args else "[]",
-        dump(dict(s.kwargs)) if s.kwargs else "{}",
-    )
-
-
-def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
-    """Inverse of :func:`snapshot_row` (extra trailing columns are ignored)."""
-    tags = row[9]
-    args = row[21]
-    kwargs = row[22]
-    return TaskSnapshot(
-        task_id=row[0],
-        name=row[1],
-        label=row[2],
-        status=TaskStatus(row[3]),
-        status_version=row[4],
-        attempt=row[5],
-        max_attempts=row[6],
-        bucket=row[7],
-        bucket_key=row[8],
-        tags=frozenset(_loads(tags)) if tags != "[]" else frozenset(),
-        priority=row[10],
-        owner=row[11],
-        created_at=_EPOCH + timedelta(microseconds=row[12]),
-        updated_at=_EPOCH + timedelta(microseconds=row[13]),
-        queued_at=_when(row[14]),
-        started_at=_when(row[15]),
-        finished_at=_when(row[16]),
-        last_heartbeat_at=_when(row[17]),
-        progress=decode_progress(row[18]),
-        failure=decode_failure(row[19]),
-        result=_loads(row[20]),
-        args=tuple(_loads(args)) if args != "[]" else (),
-        kwargs=_loads(kwargs) if kwargs != "{}" else {},
-    )
-
-
 def transition_row(t: Transition) -> tuple[Any, ...]:
+    """A checked transition (see ``checks.check_transitions``) as a row."""
     return (
         t.task_id,
         t.version,

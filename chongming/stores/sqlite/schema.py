@@ -2,10 +2,15 @@
 
 Migrations are the files ``chongming/stores/sql/sqlite_NNNN_<what>.sql``,
 applied in order inside one ``BEGIN IMMEDIATE`` transaction, each recorded in
-``schema_version``. Two processes opening a fresh file at once are safe: the
-second waits for the first one's transaction, re-reads the version and finds
-nothing to do. A database written by a newer chongming is refused before
-anything is written to it (not even the WAL switch).
+``schema_version``. The version is read first without any lock: a current
+schema (the usual case) takes no write lock at all, so opening a store never
+waits for, or fails on, another process's write. Two processes opening a
+fresh file at once are safe: the second waits for the first one's
+transaction, re-reads the version and finds nothing to do. A database
+written by a newer chongming is refused before anything is written to it
+(not even the WAL switch).
+
+Blocking: these functions run on the connection's own thread.
 """
 
 from __future__ import annotations
@@ -14,8 +19,6 @@ import dataclasses
 import re
 import sqlite3
 from importlib import resources
-
-import aiosqlite
 
 from chongming.errors import SchemaError
 
@@ -77,16 +80,14 @@ _VERSION_TABLE = (
 )
 
 
-async def read_version(conn: aiosqlite.Connection) -> int:
+def read_version(conn: sqlite3.Connection) -> int:
     """The highest applied migration (0 for a new, empty database)."""
-    rows = list(
-        await conn.execute_fetchall(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
-        )
-    )
+    rows = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchall()
     if not rows:
         return 0
-    rows = list(await conn.execute_fetchall("SELECT max(version) FROM schema_version"))
+    rows = conn.execute("SELECT max(version) FROM schema_version").fetchall()
     return int(rows[0][0] or 0)
 
 
@@ -99,24 +100,31 @@ def refuse_newer(version: int, where: str) -> None:
         )
 
 
-async def migrate(conn: aiosqlite.Connection, where: str, now_micros: int) -> int:
-    """Bring the schema to :data:`LATEST_VERSION`; returns the version found before."""
-    await conn.execute("BEGIN IMMEDIATE")
+def migrate(conn: sqlite3.Connection, where: str, now_micros: int) -> int:
+    """Bring the schema to :data:`LATEST_VERSION`; returns the version found before.
+
+    Takes the write lock only when there is something to migrate.
+    """
+    found = read_version(conn)
+    refuse_newer(found, where)
+    if found == LATEST_VERSION:
+        return found
+    conn.execute("BEGIN IMMEDIATE")
     try:
-        found = await read_version(conn)
+        found = read_version(conn)  # another process may have migrated meanwhile
         refuse_newer(found, where)
         if found < LATEST_VERSION:
-            await conn.execute(_VERSION_TABLE)
+            conn.execute(_VERSION_TABLE)
             for migration in MIGRATIONS[found:]:
                 for statement in migration.statements:
-                    await conn.execute(statement)
-                await conn.execute(
+                    conn.execute(statement)
+                conn.execute(
                     "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.name, now_micros),
                 )
-        await conn.execute("COMMIT")
+        conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
-            await conn.execute("ROLLBACK")
+            conn.execute("ROLLBACK")
         raise
     return found

@@ -1,12 +1,18 @@
-"""``SqliteTaskStore``: the embedded default store, on aiosqlite.
+"""``SqliteTaskStore``: the embedded default store.
 
-Two connections, each with its own aiosqlite thread, so the event loop never
-blocks on SQLite: a writer connection owned by the group-commit
+Two connections, each on its own thread
+(:class:`~chongming.stores.sqlite.connection.SqliteConnection`), so the event
+loop never blocks on SQLite: a writer connection owned by the group-commit
 :class:`~chongming.stores.sqlite.writer.Writer` task, and a reader connection
 (WAL lets it read committed data while a write transaction is open, or while
 another process holds the write lock). ``":memory:"`` has one database per
-connection, so there the reader is the writer connection and an
-``asyncio.Lock`` keeps reads out of a batch's open transaction.
+connection, so there the reader is the writer connection; a batch's
+transaction is one call on that connection's thread, so no read can land
+inside it.
+
+A store that is garbage-collected without ``close()`` warns with
+``ResourceWarning`` (as asyncio's transports do) and stops its threads; its
+threads never keep the interpreter from exiting.
 
 The store clock (leases) is the process wall clock with a monotonic guard: it
 never goes backwards within one store, even if the system clock does.
@@ -15,36 +21,27 @@ never goes backwards within one store, even if the system clock does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sqlite3
 import time
+import warnings
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-import aiosqlite
-
-from chongming.errors import ConfigurationError, PayloadError, StoreClosed, StoreUnavailable
-from chongming.state.payload import (
-    DEFAULT_MAX_PAYLOAD_BYTES,
-    check_json_size,
-    check_json_text,
-    check_limit,
-)
+from chongming.errors import ConfigurationError, StoreClosed, StoreUnavailable
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES
 from chongming.stores.base import Command, ExpiredLease, TaskStore
-from chongming.stores.checks import (
-    check_command,
-    check_progress,
-    check_snapshot_text,
-    check_transitions,
-)
+from chongming.stores.checks import check_command, check_transitions
 from chongming.stores.codec import encode_progress
+from chongming.stores.identity import IdentityCache
 from chongming.stores.sqlite import rows as r
 from chongming.stores.sqlite.batch import (
+    PATCH_TASK,
+    UPDATE_TASK,
     AppendOp,
     CommandOp,
     CreateOp,
@@ -53,6 +50,7 @@ from chongming.stores.sqlite.batch import (
     TouchOp,
     WriteOp,
 )
+from chongming.stores.sqlite.connection import SqliteConnection
 from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
@@ -60,7 +58,7 @@ from chongming.stores.sqlite.writer import Writer
 
 __all__ = ["SqliteTaskStore"]
 
-_TASK_SELECT = f"SELECT {', '.join(r.TASK_COLUMNS)} FROM tasks"
+_TASK_SELECT = f"SELECT {', '.join(r.TASK_NAMES)} FROM tasks"
 _ACTIVE = ", ".join(f"'{status.value}'" for status in sorted(ACTIVE_STATUSES))
 
 
@@ -102,13 +100,13 @@ class SqliteTaskStore(TaskStore):
         self._synchronous = synchronous
         self._max_batch = max_batch
         self._open_lock = asyncio.Lock()
-        self._writer_conn: aiosqlite.Connection | None = None
-        self._reader_conn: aiosqlite.Connection | None = None
+        self._writer_conn: SqliteConnection | None = None
+        self._reader_conn: SqliteConnection | None = None
         self._writer: Writer | None = None
         self._writer_task: asyncio.Task[None] | None = None
-        self._read_gate: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         self._hint: asyncio.Event | None = None
         self._last_now = 0
+        self._identities = IdentityCache()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -147,29 +145,20 @@ class SqliteTaskStore(TaskStore):
                 await self._connect()
 
     async def _connect(self) -> None:
-        connections: list[aiosqlite.Connection] = []
+        connections: list[SqliteConnection] = []
+        if not self._memory:
+            await asyncio.to_thread(prepare_database_file, self._path)
         try:
-            if not self._memory:
-                await asyncio.to_thread(prepare_database_file, self._path)
-            writer_conn = await self._new_connection()
+            writer_conn = await self._new_connection("writer")
             connections.append(writer_conn)
-            refuse_newer(await read_version(writer_conn), self._where)
-            if not self._memory:
-                rows = list(await writer_conn.execute_fetchall("PRAGMA journal_mode = WAL"))
-                if rows[0][0] != "wal":
-                    raise StoreUnavailable(
-                        f"{self._where}: cannot switch to WAL (journal_mode is {rows[0][0]!r})"
-                    )
-            await writer_conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
-            await migrate(writer_conn, self._where, self._now_micros())
+            await writer_conn.run(_prepare, self._where, self._memory, self._synchronous)
+            await writer_conn.run(migrate, self._where, self._now_micros())
             if self._memory:
                 reader_conn = writer_conn
-                gate: contextlib.AbstractAsyncContextManager[Any] = asyncio.Lock()
             else:
-                reader_conn = await self._new_connection()
+                reader_conn = await self._new_connection("reader")
                 connections.append(reader_conn)
                 await reader_conn.execute("PRAGMA query_only = ON")
-                gate = contextlib.nullcontext()
         except sqlite3.Error as error:
             await _close_all(connections)
             raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
@@ -178,13 +167,11 @@ class SqliteTaskStore(TaskStore):
             raise
         self._writer_conn = writer_conn
         self._reader_conn = reader_conn
-        self._read_gate = gate
         self._writer = Writer(
             writer_conn,
             where=self._where,
             busy_timeout=self._busy_timeout,
             clock=self._now_micros,
-            gate=gate,
             on_command_submitted=self._wake_hint_waiters,
             max_batch=self._max_batch,
         )
@@ -192,13 +179,21 @@ class SqliteTaskStore(TaskStore):
             self._writer.run(), name=f"chongming-sqlite-writer {self._path}"
         )
 
-    async def _new_connection(self) -> aiosqlite.Connection:
+    async def _new_connection(self, role: str) -> SqliteConnection:
         try:
-            return await aiosqlite.connect(
-                self._path, isolation_level=None, timeout=self._busy_timeout
+            return await SqliteConnection.open(
+                self._path, busy_timeout=self._busy_timeout, label=f"{role} {self._path}"
             )
         except sqlite3.Error as error:
             raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        if getattr(self, "_writer_conn", None) is None:
+            return  # never opened, or closed
+        _warn(f"unclosed {self!r}", ResourceWarning, source=self)
+        for conn in (self._writer_conn, self._reader_conn):
+            if conn is not None:
+                conn.stop()
 
     async def close(self) -> None:
         """Finish queued writes, stop the writer, close both connections. Idempotent.
@@ -226,7 +221,7 @@ class SqliteTaskStore(TaskStore):
             task.cancel()
             writer.fail_leftovers()
             for conn in connections:
-                conn.stop()
+                conn.stop()  # queued after the batch on the thread, which still finishes
             raise
         writer.fail_leftovers()
         await _close_all(connections)
@@ -254,26 +249,26 @@ class SqliteTaskStore(TaskStore):
         if conn is None or self._closed:
             raise StoreClosed(repr(self))
         try:
-            async with self._read_gate:
-                return await conn.execute_fetchall(sql, params)
+            return await conn.fetchall(sql, params)
+        except sqlite3.ProgrammingError as error:  # closed concurrently
+            raise StoreClosed(repr(self)) from error
         except sqlite3.Error as error:
             raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
-        except ValueError as error:  # aiosqlite: "Connection closed" (closed concurrently)
-            raise StoreClosed(repr(self)) from error
 
     # -- snapshots -----------------------------------------------------------
 
     async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
-        row = _checked_row(snapshot, self._limit)
-        check_transitions(transitions)
+        row = r.encode(r.insert_row, snapshot, self._limit)
+        check_transitions(transitions, snapshot.task_id)
         future = self._future()
         op = CreateOp(
             future=future,
             task_id=snapshot.task_id,
+            version=snapshot.status_version,
             row=row,
             transitions=[r.transition_row(t) for t in transitions],
         )
-        await self._write(op)
+        await self._written(op, snapshot, None)
 
     async def save(
         self,
@@ -281,18 +276,33 @@ class SqliteTaskStore(TaskStore):
         expect_version: int,
         transitions: Sequence[Transition] = (),
     ) -> None:
-        row = _checked_row(snapshot, self._limit)
-        check_transitions(transitions)
+        # Encoded once, here; only the mutable columns when the stored identity is known.
+        if self._identities.holds(snapshot, expect_version):
+            sql, encoder = PATCH_TASK, r.patch_row
+        else:
+            sql, encoder = UPDATE_TASK, r.full_update_row
+        row = r.encode(encoder, snapshot, self._limit, expect_version)
+        check_transitions(transitions, snapshot.task_id)
         future = self._future()
         op = SaveOp(
             future=future,
             task_id=snapshot.task_id,
             expect_version=expect_version,
             new_version=snapshot.status_version,
+            sql=sql,
             row=row,
             transitions=[r.transition_row(t) for t in transitions],
         )
-        await self._write(op)
+        await self._written(op, snapshot, expect_version)
+
+    async def _written(self, op: WriteOp, snapshot: TaskSnapshot, expect: int | None) -> None:
+        """Write ``op``; remember the identity only of a write known to have committed."""
+        try:
+            await self._write(op)
+        except BaseException:
+            self._identities.forget(snapshot.task_id)
+            raise
+        self._identities.remember(snapshot, expect)
 
     async def get(self, task_id: str) -> TaskSnapshot | None:
         for row in await self._read(f"{_TASK_SELECT} WHERE task_id = ?", (task_id,)):
@@ -358,13 +368,11 @@ class SqliteTaskStore(TaskStore):
         progress: Progress | None = None,
         heartbeat: datetime | None = None,
     ) -> None:
-        check_progress(progress)
-        future = self._future()
         op = TouchOp(
-            future=future,
+            future=self._future(),
             task_id=task_id,
-            progress=encode_progress(progress),
-            heartbeat=None if heartbeat is None else r.to_micros(heartbeat),
+            progress=encode_progress(progress, self._limit),
+            heartbeat=None if heartbeat is None else r.to_micros(heartbeat, "heartbeat"),
         )
         await self._write(op)
 
@@ -432,7 +440,7 @@ class SqliteTaskStore(TaskStore):
         if self._closed:
             raise StoreClosed(repr(self))
         sql = (
-            f"SELECT {', '.join(r.TASK_COLUMNS)}, lease_owner, lease_expires_at FROM tasks"
+            f"SELECT {', '.join(r.TASK_NAMES)}, lease_owner, lease_expires_at FROM tasks"
             f" WHERE status IN ({_ACTIVE})"
             " AND (lease_expires_at IS NULL OR lease_expires_at <= ?)"
         )
@@ -454,31 +462,25 @@ class SqliteTaskStore(TaskStore):
         return found
 
 
-async def _close_all(connections: Iterable[aiosqlite.Connection]) -> None:
-    for conn in connections:
-        with contextlib.suppress(sqlite3.Error, ValueError):
+async def _close_all(connections: Iterable[SqliteConnection]) -> None:
+    for conn in dict.fromkeys(connections):
+        try:
             await conn.close()
+        except sqlite3.Error:
+            pass  # closing is all that is left to do with it
 
 
-def _checked_row(snapshot: TaskSnapshot, limit: int | None) -> tuple[Any, ...]:
-    """Encode a snapshot, refusing what no store can hold with the shared error.
+def _prepare(conn: sqlite3.Connection, where: str, memory: bool, synchronous: str) -> None:
+    """Refuse a newer schema, switch to WAL (blocking: on the connection's thread).
 
-    The text fields are checked directly; the JSON fields are checked as the
-    text they encode to, so the hot path encodes each payload only once.
+    ``PRAGMA journal_mode`` only takes a lock when it changes the mode, so a
+    file already in WAL opens without waiting for another process's write.
     """
-    check_snapshot_text(snapshot)
-    try:
-        row = r.snapshot_row(snapshot)
-    except RecursionError:
-        raise PayloadError("payload", "nested too deeply to store as JSON") from None
-    except (TypeError, ValueError) as error:
-        raise PayloadError("payload", f"not JSON-serialisable ({error})") from None
-    for what, index in _JSON_FIELDS:
-        text = row[index]
-        check_json_text(text, what)
-        if limit is not None:
-            check_json_size(text, what, limit)
-    return row
-
-
-_JSON_FIELDS = tuple((name, r.TASK_COLUMNS.index(name)) for name in ("result", "args", "kwargs"))
+    refuse_newer(read_version(conn), where)
+    if not memory:
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        if mode != "wal":
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode != "wal":
+            raise StoreUnavailable(f"{where}: cannot switch to WAL (journal_mode is {mode!r})")
+    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")

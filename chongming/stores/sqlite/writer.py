@@ -1,12 +1,13 @@
 """The group-commit writer: one task, one connection, one transaction per batch.
 
 Callers enqueue a write op and await its future. The writer takes everything
-queued (up to ``max_batch``), opens ``BEGIN IMMEDIATE`` (so ``busy_timeout``
-applies; a DEFERRED read-then-write would fail at once with
-SQLITE_BUSY_SNAPSHOT), reads the stored versions of the tasks the batch names,
-plans the batch (:mod:`.batch`), executes it in a few ``executemany`` calls
-and commits. Each caller then gets its own result or error: a lost
-compare-and-set fails only its own caller.
+queued (up to ``max_batch``) and runs the whole batch as one function on the
+connection's thread (:func:`run_batch`): ``BEGIN IMMEDIATE`` (so
+``busy_timeout`` applies; a DEFERRED read-then-write would fail at once with
+SQLITE_BUSY_SNAPSHOT), the plan (:mod:`.batch`), a few ``executemany`` calls,
+``COMMIT``. One hop per batch: the loop keeps encoding the next batch while
+SQLite writes this one. Each caller then gets its own result or error: a
+lost compare-and-set fails only its own caller.
 
 Failure handling:
 
@@ -18,18 +19,17 @@ Failure handling:
 Cancellation: a caller cancelled before its batch starts is dropped; one
 cancelled while its batch runs does not stop the batch (its outcome is then
 unknown to it, as the port says: re-read). The writer task itself is only
-cancelled by ``close()`` when a graceful close is itself cancelled.
+cancelled by ``close()`` when a graceful close is itself cancelled; the batch
+on the thread then still finishes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from typing import Any
-
-import aiosqlite
 
 from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
 from chongming.stores.sqlite.batch import (
@@ -40,10 +40,11 @@ from chongming.stores.sqlite.batch import (
     WriteOp,
     plan_batch,
 )
+from chongming.stores.sqlite.connection import SqliteConnection
 from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.rows import COMMAND_COLUMNS, command_from_row, dump
 
-__all__ = ["Writer"]
+__all__ = ["BatchOutcome", "Writer", "run_batch"]
 
 _LINGER_TURNS = 4
 _WHOLE_BATCH_ERRORS = (StoreBusy, StoreFull, StoreUnavailable, SchemaError)
@@ -82,12 +83,11 @@ class Writer:
 
     def __init__(
         self,
-        conn: aiosqlite.Connection,
+        conn: SqliteConnection,
         *,
         where: str,
         busy_timeout: float,
         clock: Callable[[], int],
-        gate: AbstractAsyncContextManager[Any],
         on_command_submitted: Callable[[], None],
         max_batch: int = 1000,
     ) -> None:
@@ -95,7 +95,6 @@ class Writer:
         self._where = where
         self._busy_timeout = busy_timeout
         self._clock = clock
-        self._gate = gate
         self._on_command_submitted = on_command_submitted
         self._max_batch = max_batch
         self._pending: list[WriteOp] = []
@@ -161,114 +160,128 @@ class Writer:
 
     async def _commit(self, ops: list[WriteOp]) -> None:
         try:
-            async with self._gate:
-                await self._apply(ops)
-        except _WHOLE_BATCH_ERRORS as error:
+            outcome = await self._conn.run(run_batch, ops, self._clock())
+        except sqlite3.Error as raw:
+            error: Exception = translate(raw, where=self._where, busy_timeout=self._busy_timeout)
+        except (StoreError, _Inconsistent) as failure:
+            error = failure
+        except Exception as bug:  # a bug in planning must not kill the writer
+            for op in ops:
+                _fail(op, StoreError(f"{self._where}: internal error in the writer: {bug!r}"))
+            return
+        else:
+            self._settle(ops, outcome)
+            return
+        if isinstance(error, _WHOLE_BATCH_ERRORS):
             for op in ops:
                 # One instance per caller: a shared exception would collect every traceback.
                 _fail(op, type(error)(*error.args))
-        except (StoreError, _Inconsistent, sqlite3.Error) as error:
-            if len(ops) == 1:
-                _fail(ops[0], self._as_store_error(error))
-                return
+        elif len(ops) == 1:
+            _fail(ops[0], self._as_store_error(error))
+        else:
             for op in ops:
                 # One by one: a single bad write must not fail its neighbours.
                 await self._commit([op])
-        except Exception as error:  # a bug in planning must not kill the writer
-            for op in ops:
-                _fail(op, StoreError(f"{self._where}: internal error in the writer: {error!r}"))
 
     def _as_store_error(self, error: Exception) -> StoreError:
         if isinstance(error, StoreError):
             return error
-        if isinstance(error, sqlite3.Error):
-            return translate(error, where=self._where, busy_timeout=self._busy_timeout)
         return StoreError(f"{self._where}: {error}")
 
-    async def _apply(self, ops: list[WriteOp]) -> None:
-        try:
-            await self._transaction(ops, optimistic=True)
-        except _Inconsistent:
-            # Some write conflicts with the database: plan again from the stored versions.
-            await self._transaction(ops, optimistic=False)
-
-    async def _transaction(self, ops: list[WriteOp], *, optimistic: bool) -> None:
-        conn = self._conn
-        try:
-            await conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
-        try:
-            now = self._clock()
-            versions = None if optimistic else await self._read_versions(ops)
-            plan = plan_batch(ops, versions, now)
-            for phase in plan.phases:
-                try:
-                    cursor = await conn.executemany(phase.sql, phase.rows)
-                except sqlite3.IntegrityError as error:
-                    if optimistic:  # a create of an id that exists: re-plan
-                        raise _Inconsistent(str(error)) from None
-                    raise
-                if phase.checked and cursor.rowcount != len(phase.rows):
-                    raise _Inconsistent(f"{phase.sql!r}: {cursor.rowcount} of {len(phase.rows)}")
-            if plan.transitions:
-                await conn.executemany(INSERT_TRANSITION, plan.transitions)
-            results = {id(op): await self._run_command(op, now) for op in plan.commands}
-            await conn.execute("COMMIT")
-        except BaseException as error:
-            await self._rollback()
-            if isinstance(error, sqlite3.Error):
-                raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
-            raise
+    def _settle(self, ops: list[WriteOp], outcome: BatchOutcome) -> None:
         self.batches += 1
         self.ops += len(ops)
         submitted = False
         for op in ops:
-            failure = plan.errors.get(id(op))
+            failure = outcome.errors.get(id(op))
             if failure is not None:
                 _fail(op, failure)
             else:
-                _succeed(op, results.get(id(op)))
+                _succeed(op, outcome.results.get(id(op)))
                 submitted = submitted or (isinstance(op, CommandOp) and op.action == "submit")
         if submitted:
             self._on_command_submitted()
 
-    async def _rollback(self) -> None:
-        if not self._conn.in_transaction:
-            return  # SQLite already rolled back (it does for some FULL/BUSY/IOERR errors)
-        try:
-            await self._conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            # The transaction is gone either way; the connection stays usable.
-            pass
 
-    async def _read_versions(self, ops: list[WriteOp]) -> dict[str, int]:
-        ids = {op.task_id for op in ops if isinstance(op, CreateOp | SaveOp)}
-        if not ids:
-            return {}
-        rows = await self._conn.execute_fetchall(_VERSIONS, (dump(sorted(ids)),))
-        return {row[0]: row[1] for row in rows}
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What one committed batch did: the losers' errors and the commands' results."""
 
-    async def _run_command(self, op: CommandOp, now: int) -> Any:
-        conn = self._conn
-        if op.action == "submit":
-            await conn.execute(_INSERT_COMMAND, op.params)
-            return None
-        if op.action == "claim":
-            owner, lease_micros, limit = op.params
-            rows = await conn.execute_fetchall(
-                _CLAIM_COMMANDS, (owner, now + lease_micros, owner, now, limit)
-            )
-            claimed = [command_from_row(row) for row in rows]
-            claimed.sort(key=lambda c: (c.created_at, c.command_id))
-            return claimed
-        if op.action == "complete":
-            cursor = await conn.execute(_COMPLETE_COMMAND, (now, *op.params))
-            return cursor.rowcount == 1
-        if op.action == "release":
-            cursor = await conn.execute(_RELEASE_COMMAND, op.params)
-            return cursor.rowcount == 1
-        raise TypeError(f"unknown command action {op.action!r}")
+    errors: dict[int, StoreError]
+    results: dict[int, Any]
+
+
+def run_batch(conn: sqlite3.Connection, ops: list[WriteOp], now: int) -> BatchOutcome:
+    """The whole batch as one transaction (blocking: runs on the connection's thread).
+
+    Planned optimistically first (no read); if a statement changes another
+    number of rows than planned, the batch is planned again from the stored
+    versions, in a new transaction.
+    """
+    try:
+        return _transaction(conn, ops, now, optimistic=True)
+    except _Inconsistent:
+        return _transaction(conn, ops, now, optimistic=False)
+
+
+def _transaction(
+    conn: sqlite3.Connection, ops: list[WriteOp], now: int, *, optimistic: bool
+) -> BatchOutcome:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        versions = None if optimistic else _read_versions(conn, ops)
+        plan = plan_batch(ops, versions, now)
+        for phase in plan.phases:
+            try:
+                cursor = conn.executemany(phase.sql, phase.rows)
+            except sqlite3.IntegrityError as error:
+                if optimistic:  # a create of an id that exists: re-plan
+                    raise _Inconsistent(str(error)) from None
+                raise
+            if phase.checked and cursor.rowcount != len(phase.rows):
+                raise _Inconsistent(f"{phase.sql!r}: {cursor.rowcount} of {len(phase.rows)}")
+        if plan.transitions:
+            conn.executemany(INSERT_TRANSITION, plan.transitions)
+        results = {id(op): _run_command(conn, op, now) for op in plan.commands}
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+    return BatchOutcome(errors=plan.errors, results=results)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if not conn.in_transaction:
+        return  # SQLite already rolled back (it does for some FULL/BUSY/IOERR errors)
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass  # the transaction is gone either way; the connection stays usable
+
+
+def _read_versions(conn: sqlite3.Connection, ops: list[WriteOp]) -> dict[str, int]:
+    ids = {op.task_id for op in ops if isinstance(op, CreateOp | SaveOp)}
+    if not ids:
+        return {}
+    rows = conn.execute(_VERSIONS, (dump(sorted(ids)),)).fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
+def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
+    if op.action == "submit":
+        conn.execute(_INSERT_COMMAND, op.params)
+        return None
+    if op.action == "claim":
+        owner, lease_micros, limit = op.params
+        rows = conn.execute(_CLAIM_COMMANDS, (owner, now + lease_micros, owner, now, limit))
+        claimed = [command_from_row(row) for row in rows.fetchall()]
+        claimed.sort(key=lambda c: (c.created_at, c.command_id))
+        return claimed
+    if op.action == "complete":
+        return conn.execute(_COMPLETE_COMMAND, (now, *op.params)).rowcount == 1
+    if op.action == "release":
+        return conn.execute(_RELEASE_COMMAND, op.params).rowcount == 1
+    raise TypeError(f"unknown command action {op.action!r}")
 
 
 def _succeed(op: WriteOp, result: Any) -> None:
