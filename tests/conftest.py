@@ -6,7 +6,9 @@ import asyncio
 import inspect
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -23,6 +25,23 @@ if os.environ.get("CI"):
 FAST = ControlWindows(stop_grace=0.3, cancel_window=0.3, pause_window=0.5)
 
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
+
+
+@pytest.fixture
+def example(request: pytest.FixtureRequest) -> Path:
+    """The file of docs/examples/ named by the test's ``example`` mark.
+
+    The mark is both what the test runs and what ``test_examples.py`` counts
+    as coverage, so a test cannot claim an example it does not run.
+    """
+    mark = request.node.get_closest_marker("example")
+    assert mark is not None, "mark the test with @pytest.mark.example('<file>.py')"
+    path = EXAMPLES / mark.args[0]
+    assert path.is_file(), f"no example {path}"
+    return path
+
+
 @pytest.fixture
 def fast_windows() -> ControlWindows:
     return FAST
@@ -35,6 +54,39 @@ def release_threads() -> Iterator[list[threading.Event]]:
     yield events
     for event in events:
         event.set()
+
+
+#: How long threads a test started may take to end once it is over.
+THREAD_GRACE = 2.0
+_THREADS_BEFORE = pytest.StashKey[set[threading.Thread]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    item.stash[_THREADS_BEFORE] = set(threading.enumerate())
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Fail a test that leaves threads running behind it.
+
+    Counted once every fixture of the test is torn down: its event loop is
+    closed (the default executor joined) and the ``release_threads`` events
+    are set. A short bounded grace lets threads that are already ending
+    finish; nothing is exempt — a pool that outlives the test that started it
+    is a leak to fix where the pool lives.
+    """
+    result = yield
+    before = item.stash.get(_THREADS_BEFORE, None)
+    if before is None:
+        return result
+    deadline = time.monotonic() + THREAD_GRACE
+    for thread in set(threading.enumerate()) - before:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [thread for thread in threading.enumerate() if thread not in before]
+    assert left == [], f"the test left threads running: {left}"
+    return result
 
 
 @pytest.fixture(autouse=True)

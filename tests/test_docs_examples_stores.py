@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "third_party_store.py"
+pytestmark = pytest.mark.example("third_party_store.py")
 
 
 def _load() -> ModuleType:
@@ -28,8 +31,9 @@ class TestThirdPartyStoreExample(example.JournalingStoreContract):  # type: igno
     """Every contract test, run against the example store."""
 
 
-def test_the_example_runs_as_a_script() -> None:
+def test_the_example_runs_as_a_script(example: Path) -> None:
+    assert example == EXAMPLE  # the module-level import loaded the same file
     done = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.splitlines() == ["create job-1 v0", "save job-1 v0->v1"]
