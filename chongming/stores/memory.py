@@ -2,10 +2,11 @@
 
 Every method is ``async`` to honour the port, but none does I/O or awaits:
 each call is atomic with respect to the event loop, which is what makes this
-store the oracle for the SQL backends. Records are frozen, so the store keeps
-them as given (after normalising their datetimes to UTC, as every store does);
-payloads inside them (args, kwargs, result) are shared, not copied — the
-runtime never mutates them.
+store the oracle for the SQL backends. It keeps what an SQL store would give
+back: datetimes in UTC, and payloads (args, kwargs, result) in their JSON
+form (:func:`~chongming.state.payload.json_form`: a tuple becomes a list, an
+int key a string), so every store answers the same for the same input. Naive
+datetimes are refused, as by every store.
 
 The store clock (for command and supervisor leases) is injectable so tests can
 move time: ``InMemoryTaskStore(clock=fake.now)``.
@@ -19,16 +20,17 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 from chongming.errors import DuplicateTaskId, StoreClosed, TaskNotFound, VersionConflict
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, json_form
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.base import Command, ExpiredLease, TaskStore
 from chongming.stores.checks import (
     check_command,
-    check_progress,
-    check_snapshot,
+    check_snapshot_text,
+    check_time,
     check_transitions,
 )
+from chongming.stores.codec import encode_failure, encode_progress
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -50,12 +52,27 @@ def _utc(value: datetime) -> datetime:
     return value if value.tzinfo is UTC else value.astimezone(UTC)
 
 
-def _utc_snapshot(snapshot: TaskSnapshot) -> TaskSnapshot:
-    changes: dict[str, datetime] = {}
+def _as_stored(snapshot: TaskSnapshot, limit: int | None) -> TaskSnapshot:
+    """Checked, with UTC datetimes and JSON-form payloads: what an SQL store reads back."""
+    check_snapshot_text(snapshot)
+    encode_progress(snapshot.progress, limit)  # the same checks and cap as the SQL stores
+    encode_failure(snapshot.failure, limit)
+    changes: dict[str, object] = {}
     for name in _TIME_FIELDS:
         value = getattr(snapshot, name)
         if value is not None and value.tzinfo is not UTC:
             changes[name] = value.astimezone(UTC)
+    result = snapshot.result
+    if result is not None:
+        changes["result"] = json_form(result, "result", limit)
+    if snapshot.args:
+        changes["args"] = tuple(json_form(list(snapshot.args), "args", limit))
+    elif type(snapshot.args) is not tuple:
+        changes["args"] = ()
+    if snapshot.kwargs:
+        changes["kwargs"] = json_form(dict(snapshot.kwargs), "kwargs", limit)
+    elif type(snapshot.kwargs) is not dict:
+        changes["kwargs"] = {}
     return dataclasses.replace(snapshot, **changes) if changes else snapshot  # type: ignore[arg-type]
 
 
@@ -120,11 +137,11 @@ class InMemoryTaskStore(TaskStore):
 
     async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         self._check_open()
-        check_snapshot(snapshot, self._limit)
+        stored = _as_stored(snapshot, self._limit)
         check_transitions(transitions)
         if snapshot.task_id in self._tasks:
             raise DuplicateTaskId(snapshot.task_id)
-        self._tasks[snapshot.task_id] = _utc_snapshot(snapshot)
+        self._tasks[snapshot.task_id] = stored
         self._append(transitions)
 
     async def save(
@@ -134,14 +151,14 @@ class InMemoryTaskStore(TaskStore):
         transitions: Sequence[Transition] = (),
     ) -> None:
         self._check_open()
-        check_snapshot(snapshot, self._limit)
+        stored = _as_stored(snapshot, self._limit)
         check_transitions(transitions)
         current = self._tasks.get(snapshot.task_id)
         if current is None:
             raise TaskNotFound(snapshot.task_id)
         if current.status_version != expect_version:
             raise VersionConflict(snapshot.task_id, expect_version, current.status_version)
-        self._tasks[snapshot.task_id] = _utc_snapshot(snapshot)
+        self._tasks[snapshot.task_id] = stored
         self._append(transitions)
 
     async def get(self, task_id: str) -> TaskSnapshot | None:
@@ -183,7 +200,9 @@ class InMemoryTaskStore(TaskStore):
         heartbeat: datetime | None = None,
     ) -> None:
         self._check_open()
-        check_progress(progress)
+        encode_progress(progress, self._limit)
+        if heartbeat is not None:
+            check_time(heartbeat, "heartbeat")
         current = self._tasks.get(task_id)
         if current is None or (progress is None and heartbeat is None):
             return

@@ -73,6 +73,31 @@ async def test_a_committed_write_whose_reply_was_lost_is_reported_as_done(
     assert await store.history("t") == [transition, second]
 
 
+@pytest.mark.parametrize("group_commit", [True, False])
+async def test_a_committed_write_of_tuples_and_int_keys_is_never_a_conflict(
+    factory: PgStoreFactory, proxy: TcpProxy, group_commit: bool
+) -> None:
+    """The re-read comes back in JSON form (lists, string keys): still our write."""
+    store = factory.make(
+        dsn=proxy.dsn(factory.dsn), min_size=1, max_size=1, group_commit=group_commit
+    )
+    await store.create(make_snapshot("warm"))
+    snapshot = make_snapshot("t", args=((1, 2), {3: "x"}), kwargs={"k": (4,)}, result={5: (6,)})
+    proxy.drop_next_reply()
+    await store.create(snapshot)  # committed, reply lost: re-read, compared, not a duplicate
+    assert proxy.cuts == 1
+    queued, transition = next_step(snapshot, _S.QUEUED, result=(7, {8: [9]}))
+    proxy.drop_next_reply()
+    await store.save(queued, expect_version=0, transitions=[transition])  # not a conflict
+    assert proxy.cuts == 2
+    stored = await store.get("t")
+    assert stored is not None
+    assert (stored.status_version, stored.result) == (1, [7, {"8": [9]}])
+    assert stored.args == ([1, 2], {"3": "x"})
+    assert await store.history("t") == [transition]
+    assert store.statistics().resolved_writes >= 2
+
+
 async def test_a_claim_whose_reply_was_lost_still_returns_its_commands(
     factory: PgStoreFactory, proxy: TcpProxy
 ) -> None:

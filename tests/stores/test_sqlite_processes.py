@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from chongming.errors import StoreBusy
+from chongming.state.query import TaskQuery
 from chongming.state.status import TaskStatus
 from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import make_snapshot, next_step
@@ -203,3 +204,71 @@ async def test_a_killed_lease_holder_loses_its_command_when_the_lease_expires(
             taken = await store.claim_commands("heir", lease_seconds=30)
         assert [c.command_id for c in taken] == ["c1"]
         assert await store.complete_command("c1", "heir")
+
+
+NEVER_CLOSED = """
+import asyncio, gc, sys
+from chongming.stores.sqlite import SqliteTaskStore
+
+async def main(path, how):
+    store = SqliteTaskStore(path)
+    print(await store.get("t"), flush=True)
+    if how == "raise":
+        raise RuntimeError("crashed without closing the store")
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+gc.collect()  # the store is garbage now: it warns as it goes
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["return", "raise"])
+async def test_a_never_closed_store_does_not_hang_interpreter_exit(
+    tmp_path: Path, how: str
+) -> None:
+    """Its threads never keep the process alive; garbage-collected, it warns like a transport."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-W",
+        "always::ResourceWarning",
+        "-c",
+        NEVER_CLOSED,
+        str(tmp_path / "tasks.db"),
+        how,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=WAIT)
+    except TimeoutError:
+        process.kill()
+        await process.communicate()
+        raise AssertionError("the process did not exit: a store thread kept it alive") from None
+    stdout, stderr = out.decode(), err.decode()
+    assert stdout.startswith("None\n"), stderr
+    if how == "raise":
+        assert process.returncode == 1
+        assert "RuntimeError: crashed without closing the store" in stderr
+    else:
+        assert process.returncode == 0, stderr
+        assert stdout.endswith("exiting\n")
+        assert "ResourceWarning: unclosed <SqliteTaskStore" in stderr
+
+
+async def test_opening_a_current_store_takes_no_write_lock(tmp_path: Path) -> None:
+    """A fresh reader opens and reads while another process holds the write lock."""
+    path = tmp_path / "tasks.db"
+    async with SqliteTaskStore(path) as store:
+        await store.create(make_snapshot("t"))
+    async with spawn(HOLD_LOCK, str(path), "2.0") as holder:
+        assert await read_line(holder) == "locked"
+        # A busy timeout far below the lock's 2 s: any wait for the lock fails the open.
+        async with SqliteTaskStore(path, busy_timeout=0.2) as reader:
+            assert await reader.get("t") == make_snapshot("t")
+            assert [s.task_id for s in await reader.query(TaskQuery())] == ["t"]
+            with pytest.raises(StoreBusy):  # writing still waits for the lock, as it must
+                await reader.create(make_snapshot("u"))
+        assert await read_line(holder) == "released"

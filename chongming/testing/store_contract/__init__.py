@@ -37,10 +37,13 @@ Class attributes: :attr:`lease_seconds` (the short TTL used where a lease
 must run out, 0.2 s), :attr:`long_lease_seconds` (a TTL that never runs out
 during a test, 60 s), :attr:`wait_timeout` and :attr:`poll_interval`.
 
-Boundary limits are part of the contract: NUL and lone surrogates in any text
-and JSON payloads over :attr:`max_payload_bytes` are refused with
-:class:`~chongming.errors.PayloadError` and nothing is written (use
-:mod:`chongming.stores.checks` in your backend).
+Boundary limits are part of the contract: NUL and lone surrogates in any text,
+JSON payloads over :attr:`max_payload_bytes`, integers outside signed 64 bits
+and naive datetimes are refused with :class:`~chongming.errors.PayloadError`
+and nothing is written (use :mod:`chongming.stores.checks` and
+:mod:`chongming.state.payload` in your backend). Payloads come back in their
+JSON form (:func:`chongming.state.payload.json_form`): tuples as lists,
+non-string keys as strings.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -52,6 +55,7 @@ from __future__ import annotations
 from chongming.testing.store_contract._support import HOSTILE_STRINGS as HOSTILE_STRINGS
 from chongming.testing.store_contract._support import make_snapshot as make_snapshot
 from chongming.testing.store_contract._support import next_step as next_step
+from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.history import HistoryContract
 from chongming.testing.store_contract.payloads import PayloadContract
@@ -60,7 +64,9 @@ from chongming.testing.store_contract.snapshots import SnapshotContract
 __all__ = ["HOSTILE_STRINGS", "StoreContract", "make_snapshot", "next_step"]
 
 
-class StoreContract(SnapshotContract, HistoryContract, CommandContract, PayloadContract):
+class StoreContract(
+    SnapshotContract, HistoryContract, CommandContract, PayloadContract, AnswerContract
+):
     """Behavioural tests for a :class:`~chongming.stores.base.TaskStore`.
 
     Subclass it as ``Test...`` and implement ``make_store``; see the package
