@@ -37,7 +37,7 @@ def example(request: pytest.FixtureRequest) -> Path:
     """
     mark = request.node.get_closest_marker("example")
     assert mark is not None, "mark the test with @pytest.mark.example('<file>.py')"
-    path = EXAMPLES / mark.args[0]
+    path = EXAMPLES / str(mark.args[0])
     assert path.is_file(), f"no example {path}"
     return path
 

@@ -38,9 +38,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     # persistence stands beside the runtime and knows nothing of it
     "stores": _BASE | {"state"},
     "testing": _BASE | {"state", "stores"},
-    # the facade wires the runtime; it needs nothing of the stores yet (the
-    # control plane will bring the store port: add "stores.base" then, no more)
-    "controller": _CORE | {"executors", "run", "scheduler", "render", "control", "pipeline"},
+    # the facade wires the runtime; of the stores it may use the port
+    # (``stores.base``: the TaskStore protocol, commands), never a backend
+    "controller": _CORE
+    | {"executors", "run", "scheduler", "render", "control", "pipeline", "stores.base"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
@@ -181,9 +182,14 @@ def test_a_run_drives_its_executors_never_the_reverse() -> None:
     assert any(name.startswith("chongming.executors") for name in run_imports)
 
 
-def test_the_controller_takes_nothing_from_the_stores() -> None:
-    # The payload limit check lives in the state model, where stores read it too.
-    assert not any(rule.split(".")[0] == "stores" for rule in ALLOWED["controller"])
+def test_the_controller_takes_only_the_store_port() -> None:
+    # The payload limit check lives in the state model, where stores read it too;
+    # backends come to the controller through the control plane (open_store).
+    assert {rule for rule in ALLOWED["controller"] if rule.split(".")[0] == "stores"} == {
+        "stores.base"
+    }
+    assert not allows(ALLOWED["controller"], ["stores", "sqlite"])
+    assert not allows(ALLOWED["controller"], ["stores", "checks"])
     defined = [
         path.relative_to(ROOT)
         for path in modules()

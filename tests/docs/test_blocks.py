@@ -281,9 +281,14 @@ def check_signature(block: Block, target: str) -> None:
     check_parameters(block.where, obj, definition.args, skip_self=False)
 
 
+def is_dataclass_type(obj: Any) -> bool:
+    """``dataclasses.is_dataclass`` without narrowing ``obj`` for the type checker."""
+    return inspect.isclass(obj) and dataclasses.is_dataclass(obj)
+
+
 def check_dataclass_options(block: Block, obj: Any, decorator: ast.Call) -> None:
-    assert dataclasses.is_dataclass(obj), f"{block.where}: {obj.__name__} is not a dataclass"
-    params = obj.__dataclass_params__  # type: ignore[attr-defined]
+    assert is_dataclass_type(obj), f"{block.where}: {obj.__name__} is not a dataclass"
+    params = vars(obj)["__dataclass_params__"]
     real = {
         "frozen": params.frozen,
         "slots": "__slots__" in vars(obj),
@@ -311,30 +316,26 @@ def check_class(block: Block, obj: Any, node: ast.ClassDef) -> None:
         assert ast.unparse(statement.annotation) == str(annotations[name]), (
             f"{block.where}: {name}: {ast.unparse(statement.annotation)} vs {annotations[name]}"
         )
-    if dataclasses.is_dataclass(obj):
+    if is_dataclass_type(obj):
         real = [field.name for field in dataclasses.fields(obj)]
         assert [s.target.id for s in fields if isinstance(s.target, ast.Name)] == real, (
             f"{block.where}: the fields of {obj.__name__} are {real}"
         )
         defaults = real_defaults(obj)
         namespace = dict(vars(importlib.import_module("chongming")))
-        for statement in fields:
-            if statement.value is not None and isinstance(statement.target, ast.Name):
-                value = eval(
-                    compile(ast.Expression(statement.value), block.where, "eval"), namespace
-                )
-                assert value == defaults[statement.target.id], (
-                    f"{block.where}: {statement.target.id}"
-                )
-    for statement in node.body:
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            method = getattr(obj, statement.name, None)
-            assert method is not None, f"{block.where}: {obj.__name__} has no {statement.name}"
-            is_async = isinstance(statement, ast.AsyncFunctionDef)
+        for field in fields:
+            if field.value is not None and isinstance(field.target, ast.Name):
+                value = eval(compile(ast.Expression(field.value), block.where, "eval"), namespace)
+                assert value == defaults[field.target.id], f"{block.where}: {field.target.id}"
+    for member in node.body:
+        if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
+            method = getattr(obj, member.name, None)
+            assert method is not None, f"{block.where}: {obj.__name__} has no {member.name}"
+            is_async = isinstance(member, ast.AsyncFunctionDef)
             assert inspect.iscoroutinefunction(method) == is_async, (
-                f"{block.where}: {statement.name} async={is_async}"
+                f"{block.where}: {member.name} async={is_async}"
             )
-            check_parameters(block.where, method, statement.args, skip_self=True)
+            check_parameters(block.where, method, member.args, skip_self=True)
 
 
 # -- calls --------------------------------------------------------------------

@@ -20,7 +20,7 @@ def test_bad_timeouts(field: str, value: object) -> None:
 @pytest.mark.parametrize("value", [0, -0.5, math.nan])
 def test_bad_windows(field: str, value: float) -> None:
     with pytest.raises(ConfigurationError, match=field):
-        ControlWindows(**{field: value})  # type: ignore[arg-type]
+        ControlWindows(**{field: value})
 
 
 def test_earliest_expiry_wins() -> None:

@@ -27,7 +27,7 @@ def deep(levels: int) -> list[object]:
     return value
 
 
-def numbers():  # type: ignore[no-untyped-def]
+def numbers():
     yield 1
 
 
@@ -38,10 +38,10 @@ def numbers():  # type: ignore[no-untyped-def]
 )
 @pytest.mark.parametrize("kind", ["thread", "coroutine"])
 async def test_non_json_results_fail_with_result_invalid(make: object, kind: str) -> None:
-    def sync_job(ctx):  # type: ignore[no-untyped-def]
+    def sync_job(ctx):
         return make()  # type: ignore[operator]
 
-    async def async_job(ctx):  # type: ignore[no-untyped-def]
+    async def async_job(ctx):
         return make()  # type: ignore[operator]
 
     fn = sync_job if kind == "thread" else async_job
@@ -57,7 +57,7 @@ async def test_result_invalid_is_never_retried() -> None:
 
     calls = 0
 
-    def job(ctx):  # type: ignore[no-untyped-def]
+    def job(ctx):
         nonlocal calls
         calls += 1
         return {1}
@@ -173,7 +173,7 @@ async def test_sync_task_returning_a_coroutine_is_told_to_be_async() -> None:
     async def helper() -> int:
         return 1
 
-    def mistaken(ctx):  # type: ignore[no-untyped-def]
+    def mistaken(ctx):
         return helper()
 
     outcome = await run_task(mistaken)
@@ -185,7 +185,7 @@ async def test_sync_task_returning_a_coroutine_is_told_to_be_async() -> None:
 async def test_payloads_over_the_cap() -> None:
     from chongming import PayloadError, TaskRun
 
-    def echo(ctx, value):  # type: ignore[no-untyped-def]
+    def echo(ctx, value):
         return value
 
     with pytest.raises(PayloadError, match="limit"):

@@ -45,7 +45,7 @@ async def test_pause_resume_stop_round_trip(fn: object) -> None:
         assert run.status is S.PAUSED
         assert await run.pause() is True  # already paused: still the truth
         assert await run.resume() is True
-        assert run.status is S.RUNNING
+        assert run.snapshot.status is S.RUNNING
         assert await run.stop(reason="release window") is True
         assert await run.stop() is False  # already stopping
         outcome = await run.wait(5)

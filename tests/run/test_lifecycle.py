@@ -223,7 +223,7 @@ async def test_progress_does_not_refresh_the_heartbeat() -> None:
     assert beats[0] == beats[1] < beats[2]
 
 
-def _instant():  # type: ignore[no-untyped-def]
+def _instant():
     from chongming import ExponentialBackoff
 
     return ExponentialBackoff(base=0.001, max_delay=0.001)

@@ -13,12 +13,13 @@ from chongming import (
     ExponentialBackoff,
     FailureKind,
     RetryPolicy,
+    TaskContext,
     TaskRun,
     TaskStatus,
     Timeout,
     run_task,
 )
-from chongming.run.host import StandaloneHost
+from chongming.run.host import HostedRun, StandaloneHost
 from tests.support import assert_sound, trajectory, wait_status
 
 S = TaskStatus
@@ -81,11 +82,11 @@ class CountingHost(StandaloneHost):
         self.holding = 0
         self.peak_during_wait = -1
 
-    def enqueue(self, run: TaskRun) -> None:
+    def enqueue(self, run: HostedRun) -> None:
         self.holding += 1
         super().enqueue(run)
 
-    def release(self, run: TaskRun) -> None:
+    def release(self, run: HostedRun) -> None:
         self.holding -= 1
         if run.status is S.RETRY_WAIT:
             self.peak_during_wait = self.holding
@@ -119,7 +120,7 @@ async def test_per_attempt_timeout_is_a_retryable_failure_kind() -> None:
 
 
 async def test_timeout_then_retry_then_success() -> None:
-    async def slow_first(ctx) -> int:  # type: ignore[no-untyped-def]
+    async def slow_first(ctx: TaskContext) -> int:
         if ctx.attempt == 1:
             await asyncio.sleep(30)
         return ctx.attempt
@@ -193,7 +194,7 @@ async def test_thread_that_cannot_be_timed_out_is_lost(
 class HoldingHost(StandaloneHost):
     """Never grants a slot, like a full admission queue."""
 
-    def enqueue(self, run: TaskRun) -> None:
+    def enqueue(self, run: HostedRun) -> None:
         pass
 
 
