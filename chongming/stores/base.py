@@ -32,6 +32,7 @@ import enum
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from types import TracebackType
+from typing import Self
 
 from chongming.errors import (
     DuplicateTaskId,
@@ -100,7 +101,7 @@ class TaskStore(abc.ABC):
     async def close(self) -> None:
         """Release every connection. Idempotent; later calls raise StoreClosed."""
 
-    async def __aenter__(self) -> TaskStore:
+    async def __aenter__(self) -> Self:
         await self.open()
         return self
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from pg_support import PgStoreFactory, require_postgres
 
 from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import StoreContract
+from tests.stores.pg_support import PgStoreFactory, require_postgres
 
 pytestmark = pytest.mark.postgres
 

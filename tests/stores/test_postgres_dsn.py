@@ -8,11 +8,11 @@ import time
 import traceback
 
 import pytest
-from pg_support import run_script
 
 from chongming.errors import ConfigurationError, StoreError, StoreUnavailable
 from chongming.stores.postgres import PostgresTaskStore, redact_dsn
 from chongming.stores.postgres.dsn import parse_dsn, redact_text
+from tests.stores.pg_support import run_script
 
 CANARY = "Canary7x9Q"
 
@@ -110,7 +110,7 @@ def _check_error(error: BaseException) -> None:
 
 @pytest.mark.postgres
 async def test_reachable_server_with_a_wrong_role_shows_no_password() -> None:
-    from pg_support import require_postgres
+    from tests.stores.pg_support import require_postgres
 
     require_postgres()
     store = PostgresTaskStore(

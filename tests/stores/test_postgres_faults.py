@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import pytest
-from pg_support import PgStoreFactory, TcpProxy, admin_connection, require_postgres, reread
 
 from chongming.errors import StoreUnavailable, VersionConflict
 from chongming.state.fold import fold_history
@@ -23,6 +22,13 @@ from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind
 from chongming.testing.store_contract import make_snapshot, next_step
+from tests.stores.pg_support import (
+    PgStoreFactory,
+    TcpProxy,
+    admin_connection,
+    require_postgres,
+    reread,
+)
 
 pytestmark = pytest.mark.postgres
 _S = TaskStatus

@@ -9,21 +9,22 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pg_support import (
+
+from chongming.testing.store_contract import make_snapshot
+from tests.stores.pg_support import (
     PgStoreFactory,
     admin_connection,
     finish,
     require_postgres,
     spawn_script,
 )
-
-from chongming.testing.store_contract import make_snapshot
 
 pytestmark = pytest.mark.postgres
 
@@ -59,18 +60,23 @@ async def factory() -> AsyncIterator[PgStoreFactory]:
     await made.cleanup()
 
 
-async def _wait_files(paths: list[Path], processes: list, timeout: float) -> None:
+async def _wait_files(
+    paths: list[Path], processes: list[subprocess.Popen[str]], timeout: float
+) -> None:
     """Bounded wait for marker files; a worker that died early fails the test at once."""
     deadline = time.monotonic() + timeout
     while not all(path.exists() for path in paths):
         for process in processes:
             if process.poll() is not None and process.returncode != 0:
-                raise AssertionError(f"worker exited {process.returncode}: {process.stderr.read()}")
+                error = process.stderr.read() if process.stderr is not None else ""
+                raise AssertionError(f"worker exited {process.returncode}: {error}")
         assert time.monotonic() < deadline, "workers did not get ready in time"
         await asyncio.sleep(0.02)
 
 
-def _spawn(source: str, factory: PgStoreFactory, schema: str, workdir: Path, count: int) -> list:
+def _spawn(
+    source: str, factory: PgStoreFactory, schema: str, workdir: Path, count: int
+) -> list[subprocess.Popen[str]]:
     return [
         spawn_script(
             _PRELUDE + source,
@@ -84,7 +90,7 @@ def _spawn(source: str, factory: PgStoreFactory, schema: str, workdir: Path, cou
     ]
 
 
-async def _kill_all(processes: list) -> None:
+async def _kill_all(processes: list[subprocess.Popen[str]]) -> None:
     for process in processes:
         if process.poll() is None:
             process.kill()

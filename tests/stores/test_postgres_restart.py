@@ -19,15 +19,16 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pytest
-from pg_support import REQUIRED, reread
 
 from chongming.errors import StoreUnavailable, VersionConflict
 from chongming.state.audit import audit_history
 from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 from chongming.testing.store_contract import make_snapshot, next_step
+from tests.stores.pg_support import REQUIRED, reread
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -36,7 +37,7 @@ _CYCLE = {_S.RUNNING: _S.PAUSING, _S.PAUSING: _S.RUNNING}
 _START = {_S.PENDING: _S.QUEUED, _S.QUEUED: _S.STARTING, _S.STARTING: _S.RUNNING}
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str) -> NoReturn:
     if REQUIRED:
         pytest.fail(f"throwaway cluster unavailable: {reason}", pytrace=False)
     pytest.skip(f"throwaway cluster unavailable: {reason}")

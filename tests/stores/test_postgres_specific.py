@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 
 import pytest
-from pg_support import (
-    PgStoreFactory,
-    admin_connection,
-    backend_pids,
-    fresh_name,
-    require_postgres,
-)
 
 from chongming.errors import SchemaError, StoreError
 from chongming.state.query import TaskQuery
 from chongming.stores.base import Command, CommandKind
 from chongming.stores.postgres import PostgresTaskStore
 from chongming.testing.store_contract import make_snapshot
+from tests.stores.pg_support import (
+    PgStoreFactory,
+    admin_connection,
+    backend_pids,
+    fresh_name,
+    require_postgres,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -38,8 +38,19 @@ def _command(command_id: str, task_id: str = "t") -> Command:
     )
 
 
-async def _bounded(awaitable: object, timeout: float = 5.0) -> object:
-    return await asyncio.wait_for(awaitable, timeout)  # type: ignore[arg-type]
+async def _bounded(awaitable: Awaitable[object], timeout: float = 5.0) -> object:
+    return await asyncio.wait_for(awaitable, timeout)
+
+
+async def _still_waiting(waiter: asyncio.Task[None]) -> None:
+    """Give ``waiter`` the loop turns it needs to park on its event, then check it did.
+
+    A count of turns, not a sleep: a waiter that would return at once (nothing
+    to wait for) is done by then, whatever the machine's load.
+    """
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not waiter.done(), "the waiter returned although nothing was sent"
 
 
 # -- schema ------------------------------------------------------------------
@@ -231,8 +242,7 @@ async def test_a_submitted_command_wakes_a_waiting_poller(factory: PgStoreFactor
     sender = factory.make(schema=schema)
     await _bounded(poller.wait_command_hint())  # the first call returns once LISTEN is in place
     waiter = asyncio.create_task(poller.wait_command_hint())
-    await asyncio.sleep(0.2)
-    assert not waiter.done(), "nothing was submitted yet"
+    await _still_waiting(waiter)  # nothing was submitted yet
     await sender.submit_command(_command("c"))
     await _bounded(waiter)
     assert [c.command_id for c in await poller.claim_commands("n", lease_seconds=5)] == ["c"]
@@ -256,8 +266,7 @@ async def test_a_terminated_listener_reconnects_and_wakes_the_poller(
     sender = factory.make(schema=schema)
     await _bounded(poller.wait_command_hint())
     waiter = asyncio.create_task(poller.wait_command_hint())
-    await asyncio.sleep(0.1)
-    assert not waiter.done()
+    await _still_waiting(waiter)
     old = await _listener_pid(factory.application_name)
     async with admin_connection() as conn:
         assert await conn.fetchval("SELECT pg_terminate_backend($1)", old)
@@ -268,8 +277,7 @@ async def test_a_terminated_listener_reconnects_and_wakes_the_poller(
     assert new != old
     # Notifications flow again on the new session.
     waiter = asyncio.create_task(poller.wait_command_hint())
-    await asyncio.sleep(0.1)
-    assert not waiter.done()
+    await _still_waiting(waiter)
     await sender.submit_command(_command("after"))
     await _bounded(waiter)
 
@@ -311,7 +319,7 @@ async def test_a_pool_passed_in_is_used_and_left_open(factory: PgStoreFactory) -
         await store.create(make_snapshot("t"))
         await _bounded(store.wait_command_hint())  # borrows a pool connection to LISTEN
         waiter = asyncio.create_task(store.wait_command_hint())
-        await asyncio.sleep(0.1)
+        await _still_waiting(waiter)
         await store.submit_command(_command("c"))
         await _bounded(waiter)
         await store.close()
@@ -328,8 +336,7 @@ async def test_close_wakes_a_waiting_poller_with_store_closed(factory: PgStoreFa
     store = factory.make()
     await _bounded(store.wait_command_hint())
     waiter = asyncio.create_task(store.wait_command_hint())
-    await asyncio.sleep(0.1)
-    assert not waiter.done()
+    await _still_waiting(waiter)
     await store.close()
     with pytest.raises(StoreClosed):
         await _bounded(waiter)

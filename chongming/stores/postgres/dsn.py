@@ -100,7 +100,7 @@ def parse_dsn(dsn: str, *, password: str | None = None) -> ConnectTarget:
         if password is not None:
             kwargs["password"] = password
         return ConnectTarget(
-            dsn=_strip_query_key(dsn, "connect_timeout"),
+            dsn=_encode_userinfo_at(_strip_query_key(dsn, "connect_timeout")),
             kwargs=kwargs,
             redacted=redacted,
             secrets=frozenset(secrets),
@@ -157,6 +157,20 @@ def _redact_url(text: str) -> str:
         if colon != -1:
             rest = userinfo[:colon] + ":" + MASK + rest[at:]
     return text[:scheme_end] + _QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, rest)
+
+
+def _encode_userinfo_at(dsn: str) -> str:
+    """Percent-encode an ``@`` inside the user info (the last ``@`` ends it).
+
+    asyncpg splits at the first ``@``, which would turn the rest of such a
+    password into a host name (and log it while resolving it).
+    """
+    scheme, _, rest = dsn.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if authority.count("@") < 2:
+        return dsn
+    userinfo, _, host = authority.rpartition("@")
+    return f"{scheme}://{userinfo.replace('@', '%40')}@{host}{slash}{tail}"
 
 
 def _url_secrets(text: str) -> set[str]:

@@ -73,13 +73,21 @@ class CommandContract(ContractBase):
     async def test_complete_needs_the_holder_and_ends_the_command(self) -> None:
         async with self._store() as store:
             await store.submit_command(_command("c1"))
-            await store.claim_commands("node-a", lease_seconds=30)
+            await store.submit_command(_command("c2", created_at=T0 + timedelta(seconds=1)))
+            claimed = await store.claim_commands("node-a", lease_seconds=self.lease_seconds)
+            assert [c.command_id for c in claimed] == ["c1", "c2"]
             assert await store.complete_command("c1", "node-b") is False
             assert await store.complete_command("unknown", "node-a") is False
             assert await store.complete_command("c1", "node-a") is True
             assert await store.complete_command("c1", "node-a") is False
-            await self.advance_clock(60)
-            assert await store.claim_commands("node-b", lease_seconds=30) == []
+
+            # c2 was claimed with c1, under the same lease: once c2 can be claimed again,
+            # c1's lease has run out too, and a completed command must still not come back.
+            async def claim_by_b() -> list[Command]:
+                return await store.claim_commands("node-b", lease_seconds=self.long_lease_seconds)
+
+            reclaimed = await self._eventually(claim_by_b, "the shared lease to expire")
+            assert [c.command_id for c in reclaimed] == ["c2"]
 
     async def test_release_hands_the_command_back_untouched(self) -> None:
         async with self._store() as store:
