@@ -1,5 +1,7 @@
 """The PostgreSQL schema: numbered migrations and the first-connect bootstrap.
 
+Migrations are the files ``chongming/stores/sql/postgres_NNNN_<what>.sql``.
+
 The bootstrap reads ``schema_version`` first and runs no DDL when the schema
 is current, so a role without DDL rights can use tables someone else created.
 DDL runs under a transaction-scoped advisory lock, so many processes may
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from importlib import resources
 from typing import Any
 
 from chongming.errors import ConfigurationError, SchemaError
@@ -18,82 +21,26 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SchemaState", "bootstrap", "quote_sc
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
-# Each entry: (version, DDL with {s} standing for the quoted schema name).
-MIGRATIONS: tuple[tuple[int, str], ...] = (
-    (
-        1,
-        """
-CREATE TABLE IF NOT EXISTS {s}.tasks (
-    task_id           text        PRIMARY KEY,
-    name              text        NOT NULL,
-    label             text        NOT NULL,
-    status            text        NOT NULL,
-    status_version    integer     NOT NULL,
-    attempt           integer     NOT NULL,
-    max_attempts      integer     NOT NULL,
-    bucket            integer,
-    bucket_key        text,
-    tags              text[]      NOT NULL DEFAULT '{{}}',
-    priority          integer     NOT NULL DEFAULT 0,
-    owner             text,
-    created_at        timestamptz NOT NULL,
-    updated_at        timestamptz NOT NULL,
-    queued_at         timestamptz,
-    started_at        timestamptz,
-    finished_at       timestamptz,
-    last_heartbeat_at timestamptz,
-    progress          jsonb,
-    failure           jsonb,
-    result            jsonb,
-    args              jsonb       NOT NULL DEFAULT '[]',
-    kwargs            jsonb       NOT NULL DEFAULT '{{}}',
-    lease_owner       text,
-    lease_expires_at  timestamptz
-);
-CREATE INDEX IF NOT EXISTS tasks_status_idx  ON {s}.tasks (status);
-CREATE INDEX IF NOT EXISTS tasks_bucket_idx  ON {s}.tasks (bucket);
-CREATE INDEX IF NOT EXISTS tasks_owner_idx   ON {s}.tasks (owner);
-CREATE INDEX IF NOT EXISTS tasks_name_idx    ON {s}.tasks (name);
-CREATE INDEX IF NOT EXISTS tasks_created_idx ON {s}.tasks (created_at, task_id COLLATE "C");
-CREATE INDEX IF NOT EXISTS tasks_tags_idx    ON {s}.tasks USING gin (tags);
-CREATE INDEX IF NOT EXISTS tasks_lease_idx   ON {s}.tasks (lease_expires_at)
-    WHERE status NOT IN ('succeeded', 'failed', 'stopped', 'cancelled', 'skipped', 'lost');
+_FILE_NAME = re.compile(r"^postgres_(\d{4})_(\w+)\.sql$")
+_SCHEMA_TOKEN = "@schema"
 
-CREATE TABLE IF NOT EXISTS {s}.transitions (
-    task_id     text        NOT NULL,
-    version     integer     NOT NULL,
-    from_status text        NOT NULL,
-    to_status   text        NOT NULL,
-    at          timestamptz NOT NULL,
-    trigger     text        NOT NULL,
-    actor       text        NOT NULL,
-    reason      text,
-    attempt     integer     NOT NULL,
-    recorded_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (task_id, version)
-);
 
-CREATE TABLE IF NOT EXISTS {s}.commands (
-    command_id       text        PRIMARY KEY,
-    task_id          text        NOT NULL,
-    kind             text        NOT NULL,
-    created_at       timestamptz NOT NULL,
-    actor            text        NOT NULL,
-    reason           text,
-    target_owner     text,
-    claimed_by       text,
-    claim_token      text,
-    lease_expires_at timestamptz,
-    completed_at     timestamptz,
-    completed_by     text
-);
-CREATE INDEX IF NOT EXISTS commands_open_idx ON {s}.commands (created_at, command_id COLLATE "C")
-    WHERE completed_at IS NULL;
-CREATE INDEX IF NOT EXISTS commands_task_idx ON {s}.commands (task_id);
-""",
-    ),
-)
+def _load() -> tuple[tuple[int, str], ...]:
+    """The files ``chongming/stores/sql/postgres_NNNN_<what>.sql``, numbered 1..n."""
+    folder = resources.files("chongming.stores").joinpath("sql")
+    found = []
+    for entry in folder.iterdir():
+        match = _FILE_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
+    found.sort()
+    if [number for number, _ in found] != list(range(1, len(found) + 1)):
+        raise SchemaError(f"PostgreSQL migrations are not numbered 1..n: {[n for n, _ in found]}")
+    return tuple(found)
 
+
+#: Each entry: (version, DDL with ``@schema`` standing for the quoted schema name).
+MIGRATIONS: tuple[tuple[int, str], ...] = _load()
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 _VERSION_TABLE = """
@@ -177,7 +124,7 @@ async def _migrate(conn: Any, schema: str, quoted: str) -> int:
         current = 0 if current is None else int(current)
         for number, ddl in MIGRATIONS:
             if number > current:
-                await conn.execute(ddl.format(s=quoted))
+                await conn.execute(ddl.replace(_SCHEMA_TOKEN, quoted))
                 await conn.execute(
                     f"INSERT INTO {quoted}.schema_version (version) VALUES ($1)", number
                 )
