@@ -90,6 +90,21 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+async def asyncio_debug_mode(request: pytest.FixtureRequest) -> None:
+    """Every test loop runs in debug mode (``asyncio_debug`` in pyproject.toml)...
+
+    ...except under load tests (``slow``): debug mode records a stack for
+    every handle and task, which turns ten thousand tasks from seconds into
+    minutes and measures the debugger, not the runtime.
+    """
+    loop = asyncio.get_running_loop()
+    if request.node.get_closest_marker("slow") is not None:
+        loop.set_debug(False)
+    else:
+        assert loop.get_debug(), "asyncio_debug = true is missing from pyproject.toml"
+
+
+@pytest.fixture(autouse=True)
 async def no_leaked_asyncio_tasks(request: pytest.FixtureRequest) -> AsyncIterator[None]:
     """Fail an async test that leaves asyncio tasks running behind it.
 
