@@ -177,7 +177,7 @@ def report(store: Result, raw: Result) -> float:
             f"  {result.name:<28} {result.transitions:>7} transitions"
             f" in {result.seconds:6.2f} s = {result.rate:>9,.0f} transitions/s"
         )
-    print(f"  ratio store/raw = {ratio:.2f}x (goal >= 0.5x)")
+    print(f"  ratio store/raw = {ratio:.2f}x (goal >= 0.6x)")
     return ratio
 
 
