@@ -225,7 +225,7 @@ class BlockingController:
         return self._phase != _Phase.OPEN
 
     @_extends(Controller.close)
-    def close(self, grace: float | None = None) -> None:
+    def close(self, grace: float | None = None, *, close_store: bool | None = None) -> None:
         """Blocking: then the loop stops and its thread and idle worker threads
         are joined. Thread-safe: a second caller, concurrent or later, returns
         once the first one has finished closing. Called on the loop thread it
@@ -249,7 +249,7 @@ class BlockingController:
         assert portal is not None
         assert loop is not None
         try:
-            portal.call(self._controller.close, grace)
+            portal.call(functools.partial(self._controller.close, grace, close_store=close_store))
         finally:
             try:
                 stack.close()  # leaves the controller, stops the loop, joins its thread

@@ -2,12 +2,16 @@
 
 It never creates or owns an event loop: enter it on whatever loop the host
 runs (FastAPI lifespan, aiohttp ``cleanup_ctx``, a worker's ``main()``).
+With a store it is one node of a shared plane (see :mod:`chongming.control`):
+every transition is written through, reads show every process's tasks, and
+control of a task held elsewhere travels as a command.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -17,7 +21,10 @@ from typing import Any
 
 import anyio
 
-from chongming.clock import SYSTEM_CLOCK, Clock
+from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
+from chongming.control.failures import PersistFailures
+from chongming.control.location import open_store
+from chongming.control.plane import ControlPlane
 from chongming.controller.host import ControllerHost
 from chongming.controller.statistics import ControllerStats
 from chongming.errors import (
@@ -31,14 +38,21 @@ from chongming.executors.base import Executor
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
+from chongming.run.defaults import new_task_id
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun, check_tags
 from chongming.scheduler.buckets import BucketPolicy, format_bucket_ranges
 from chongming.scheduler.limits import AdmissionLimits
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, check_task_id
+from chongming.state.payload import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_limit,
+    check_reason,
+    check_task_id,
+)
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
+from chongming.stores.base import Command, CommandKind, TaskStore
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import ExecutorChoice, TaskSpec
 
@@ -46,6 +60,8 @@ __all__ = ["Controller"]
 
 _log = logging.getLogger("chongming.controller")
 _SUBMITS_PER_YIELD = 16
+#: How long close() keeps writing pending transitions to the store.
+_FLUSH_ON_CLOSE = 10.0
 _S = TaskStatus
 
 
@@ -83,6 +99,10 @@ class Controller:
         artifact_root: Path | None = None,
         keep_finished: int = 10_000,
         max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
+        store: TaskStore | str | os.PathLike[str] | None = None,
+        lease_ttl: float = 30.0,
+        poll_interval: float = 1.0,
+        reconcile_interval: float | None = None,
     ) -> None:
         self.limits = AdmissionLimits(
             max_parallel=max_parallel,
@@ -110,7 +130,28 @@ class Controller:
             raise ConfigurationError("keep_finished must be >= 0")
         self.keep_finished = keep_finished
         self.max_payload_bytes = check_limit(max_payload_bytes)
+        self.lease_ttl = _seconds("lease_ttl", lease_ttl)
+        self.poll_interval = _seconds("poll_interval", poll_interval)
+        self.reconcile_interval = (
+            None
+            if reconcile_interval is None
+            else _seconds("reconcile_interval", reconcile_interval)
+        )
         self._host = ControllerHost(self.limits, executor=executor, keep_finished=keep_finished)
+        self._owns_store = store is not None and not isinstance(store, TaskStore)
+        self._plane: ControlPlane | None = None
+        if store is not None:
+            if not isinstance(store, TaskStore):
+                store = open_store(store)
+            self._plane = ControlPlane(
+                store,
+                owner=self.owner,
+                apply_command=self._apply_command,
+                on_let_go=_let_go,
+                poll_interval=self.poll_interval,
+                lease_ttl=self.lease_ttl,
+            )
+            self._host.attach(self._plane)
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
         self._submitted_since_yield = 0
@@ -123,7 +164,19 @@ class Controller:
             raise ControllerClosed("the controller is closed")
         if self._phase == _Phase.OPEN:
             return
+        if self._plane is not None:
+            await self._plane.start()
         self._phase = _Phase.OPEN
+
+    @property
+    def store(self) -> TaskStore | None:
+        """The store this controller writes through to (``None``: in memory only)."""
+        return None if self._plane is None else self._plane.store
+
+    @property
+    def persist_failures(self) -> PersistFailures:
+        """What the store could not take yet (always empty without a store)."""
+        return PersistFailures() if self._plane is None else self._plane.failures()
 
     async def __aenter__(self) -> Controller:
         await self.start()
@@ -137,9 +190,11 @@ class Controller:
     ) -> None:
         await self.close()
 
-    async def close(self, grace: float | None = None) -> None:
+    async def close(self, grace: float | None = None, *, close_store: bool | None = None) -> None:
         """Shut down: stop admitting, let running tasks finish for ``grace`` seconds,
-        then stop the rest (cooperatively, then as each carrier allows).
+        then stop the rest (cooperatively, then as each carrier allows), write
+        what is pending to the store and close it if this controller opened it
+        (``close_store=True`` closes a store instance that was passed in too).
 
         Idempotent. Cancellation: the shutdown runs to its end (it is bounded
         by the control windows) and the cancellation is re-raised afterwards,
@@ -157,7 +212,11 @@ class Controller:
         self._phase = _Phase.CLOSING
         loop = asyncio.get_running_loop()
         self._closed = loop.create_future()
-        shutdown = loop.create_task(self._shutdown(grace or 0.0), name="chongming:shutdown")
+        if close_store is None:
+            close_store = self._owns_store
+        shutdown = loop.create_task(
+            self._shutdown(grace or 0.0, close_store), name="chongming:shutdown"
+        )
         try:
             await _await_to_the_end(shutdown)
         finally:
@@ -165,7 +224,7 @@ class Controller:
             if not self._closed.done():
                 self._closed.set_result(None)
 
-    async def _shutdown(self, grace: float) -> None:
+    async def _shutdown(self, grace: float, close_store: bool) -> None:
         reason = "the controller is closing"
         for run in self._host.runs():
             if run.status in (_S.QUEUED, _S.PENDING, _S.BLOCKED, _S.RETRY_WAIT):
@@ -179,17 +238,22 @@ class Controller:
         bound = self.windows.stop_grace + self.windows.cancel_window + 0.5
         await _wait_runs([run for run in running if not run.done], bound)
         await self._host.aclose(self.windows.cancel_window)
+        plane = self._plane
+        if plane is not None:
+            await plane.aclose(timeout=_FLUSH_ON_CLOSE)
+            if close_store:
+                await plane.store.close()
 
     def _check_not_closed(self) -> None:
         if self._phase in (_Phase.CLOSING, _Phase.CLOSED):
             raise ControllerClosed("the controller is closed; it accepts no more calls")
 
-    def _check_open(self) -> None:
+    async def _open(self) -> None:
         if self._phase == _Phase.OPEN:
             return
         if self._phase == _Phase.NEW:
             # Open on first use, so `controller = Controller(); await submit()` works.
-            self._phase = _Phase.OPEN
+            await self.start()
             return
         raise ControllerClosed("the controller is closed; it accepts no more calls")
 
@@ -245,7 +309,7 @@ class Controller:
         a bucket this node does not own — each raises its own typed error and
         leaves nothing behind.
         """
-        self._check_open()
+        await self._open()
         spec = self.registry.get(name)
         if task_id is not None and check_task_id(task_id) in self._host:
             raise DuplicateTask(task_id)
@@ -273,7 +337,11 @@ class Controller:
             host=self._host,
             max_payload_bytes=self.max_payload_bytes,
         )
-        self._host.admit(run)
+        plane = self._plane
+        if plane is None:
+            self._host.admit(run)
+        else:
+            await self._admit_durably(run, plane)
         self._submitted_since_yield += 1
         if self._submitted_since_yield >= _SUBMITS_PER_YIELD:
             # A tight submit loop would otherwise hold the event loop for as
@@ -281,6 +349,35 @@ class Controller:
             self._submitted_since_yield = 0
             await asyncio.sleep(0)
         return run
+
+    async def _admit_durably(self, run: TaskRun, plane: ControlPlane) -> None:
+        """Queue ``run`` only once the store holds it; if it cannot, leave nothing behind.
+
+        Cancellation: the creation is awaited to its end first (it may have
+        committed); a created task runs, and the cancellation is re-raised.
+        """
+        host = self._host
+        host.register(run)
+        run.mark_queued()
+        creation = asyncio.ensure_future(plane.writer.created(run))
+        cancelled = False
+        while not creation.done():
+            try:
+                await asyncio.shield(creation)
+            except asyncio.CancelledError:
+                if not creation.done():
+                    cancelled = True
+            except Exception:
+                break
+        error = creation.exception()
+        if error is not None:
+            host.forget(run)
+            plane.writer.forget(run)
+            raise error
+        run.enter_admission()
+        plane.serve_commands()
+        if cancelled:
+            raise asyncio.CancelledError
 
     def _bucket_for(self, bucket_key: str | None) -> int | None:
         if bucket_key is None:
@@ -301,16 +398,52 @@ class Controller:
         return run
 
     async def get(self, task_id: str) -> TaskSnapshot:
-        """The task's latest snapshot; :class:`TaskNotFound` if unknown."""
-        return self.run_for(task_id).snapshot
+        """The task's latest snapshot; :class:`TaskNotFound` if unknown.
+
+        A task this controller holds is read from memory (fresher: progress
+        and heartbeat are only written now and then); any other is read
+        from the store.
+        """
+        self._check_not_closed()
+        run = self._host.get(task_id)
+        if run is not None:
+            return run.snapshot
+        if self._plane is not None:
+            await self._open()
+            snapshot = await self._plane.store.get(task_id)
+            if snapshot is not None:
+                return snapshot
+        raise TaskNotFound(task_id)
 
     async def history(self, task_id: str) -> list[Transition]:
-        return list(self.run_for(task_id).transitions)
+        """The task's transitions, oldest first (from the store for tasks held elsewhere)."""
+        self._check_not_closed()
+        run = self._host.get(task_id)
+        if run is not None:
+            return list(run.transitions)
+        if self._plane is not None:
+            await self._open()
+            history = await self._plane.store.history(task_id)
+            if history:
+                return history
+        raise TaskNotFound(task_id)
 
     async def list_tasks(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
-        """Snapshots matching ``query`` in submission order (oldest first)."""
+        """Snapshots matching ``query``, oldest first.
+
+        With a store: every process's tasks, from the store, with the
+        fresher in-memory snapshot in place of each task held here.
+        """
         self._check_not_closed()
         query = query or TaskQuery()
+        if self._plane is not None:
+            await self._open()
+            stored = await self._plane.store.query(query)
+            held = self._host
+            return [
+                run.snapshot if (run := held.get(snapshot.task_id)) is not None else snapshot
+                for snapshot in stored
+            ]
         result: list[TaskSnapshot] = []
         for run in self._host.runs():
             snapshot = run.snapshot
@@ -335,21 +468,101 @@ class Controller:
             max_parallel=self.limits.max_parallel,
             per_bucket=dict(admission.running_per_bucket),
             per_resource=dict(admission.running_per_resource),
+            persist_failures=self.persist_failures.failed_writes,
         )
 
     # -- control -------------------------------------------------------------------------
 
     async def stop(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
-        """Ask a task to stop; see :meth:`TaskRun.stop`. False if it already ended."""
-        return await self.run_for(task_id).stop(reason=reason, actor=actor)
+        """Ask a task to stop; see :meth:`TaskRun.stop`. False if it already ended.
+
+        A task held by another process gets a stop command addressed to its
+        owner; True then means the request was issued.
+        """
+        self._check_not_closed()
+        run = self._host.get(task_id)
+        if run is not None:
+            return await run.stop(reason=reason, actor=actor)
+        return await self._command(CommandKind.STOP, task_id, reason, actor)
 
     async def pause(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
-        """Pause a task at its next checkpoint; False (rolled back) if not reached in time."""
-        return await self.run_for(task_id).pause(reason=reason, actor=actor)
+        """Pause a task at its next checkpoint; False (rolled back) if not reached in time.
+
+        For a task held by another process a pause command is sent and the
+        answer is False: unconfirmed (the command's recorded outcome says
+        what happened).
+        """
+        self._check_not_closed()
+        run = self._host.get(task_id)
+        if run is not None:
+            return await run.pause(reason=reason, actor=actor)
+        await self._command(CommandKind.PAUSE, task_id, reason, actor)
+        return False
 
     async def resume(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
-        """Resume a paused task; False if it was not paused."""
-        return await self.run_for(task_id).resume(reason=reason, actor=actor)
+        """Resume a paused task; False if it was not paused (or, held elsewhere: unconfirmed)."""
+        self._check_not_closed()
+        run = self._host.get(task_id)
+        if run is not None:
+            return await run.resume(reason=reason, actor=actor)
+        await self._command(CommandKind.RESUME, task_id, reason, actor)
+        return False
+
+    async def _command(
+        self, kind: CommandKind, task_id: str, reason: str | None, actor: str
+    ) -> bool:
+        """Address a command to the task's owner; False when the task already ended."""
+        plane = self._plane
+        check_task_id(task_id)
+        reason = check_reason(reason)
+        check_reason(actor, "actor")
+        if plane is None:
+            raise TaskNotFound(task_id)
+        await self._open()
+        snapshot = await plane.store.get(task_id)
+        if snapshot is None:
+            raise TaskNotFound(task_id)
+        if snapshot.is_terminal:
+            return False
+        await plane.store.submit_command(
+            Command(
+                command_id=new_task_id(),
+                task_id=task_id,
+                kind=kind,
+                created_at=to_datetime(self.clock.time()),
+                actor=actor,
+                reason=reason,
+                target_owner=snapshot.owner,
+            )
+        )
+        return True
+
+    async def _apply_command(self, command: Command) -> str | None:
+        """Apply a claimed command through the local code path; its outcome, or None to release."""
+        run = self._host.get(command.task_id)
+        if run is None:
+            plane = self._plane
+            assert plane is not None
+            snapshot = await plane.store.get(command.task_id)
+            if snapshot is None:
+                return "unknown task"
+            if snapshot.is_terminal:
+                return f"already terminal ({snapshot.status})"
+            if snapshot.owner != self.owner:
+                return None  # its holder will claim it
+            return "not held by this node (left by an earlier process of this owner?)"
+        if run.done:
+            return f"already terminal ({run.status})"
+        if command.kind is CommandKind.STOP:
+            issued = await run.stop(reason=command.reason, actor=command.actor)
+            return "applied: stopping" if issued else f"no effect ({run.status})"
+        if command.kind is CommandKind.PAUSE:
+            paused = await run.pause(reason=command.reason, actor=command.actor)
+            if paused:
+                return "applied: paused"
+            return f"not reached: rolled back ({run.status})"
+        resumed = await run.resume(reason=command.reason, actor=command.actor)
+        return "applied: resumed" if resumed else f"not paused ({run.status})"
 
     async def stop_all(self, *, reason: str | None = None, actor: str = "user") -> int:
         """Ask every unfinished task to stop. Returns how many requests were issued,
@@ -382,6 +595,19 @@ class Controller:
 
     def __repr__(self) -> str:
         return f"<Controller owner={self.owner!r} {self._phase} tasks={len(self._host)}>"
+
+
+def _let_go(run: TaskRun, reason: str) -> None:
+    """The store moved on without this node: stop the local carrier, write nothing more."""
+    run.shutdown(f"let go: {reason}")
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
 
 
 def _owned(owned: Iterable[int] | None, num_buckets: int) -> frozenset[int] | None:

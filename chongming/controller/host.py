@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any
 
+from chongming.control.plane import ControlPlane
 from chongming.errors import DuplicateTask
 from chongming.executors.base import Executor
 from chongming.executors.thread import ThreadExecutor
@@ -39,6 +40,7 @@ class ControllerHost:
         "_finished",
         "_max_parallel",
         "_owned_executors",
+        "_plane",
         "_queue",
         "_runs",
         "_tasks",
@@ -68,17 +70,33 @@ class ControllerHost:
             executor if isinstance(executor, ThreadExecutor) else None
         )
         self.keep_finished = keep_finished
+        self._plane: ControlPlane | None = None
+
+    def attach(self, plane: ControlPlane) -> None:
+        """Write every transition through ``plane`` from now on."""
+        self._plane = plane
 
     # -- runs ------------------------------------------------------------------------
 
     def admit(self, run: TaskRun) -> None:
-        """Take a new run and submit it; a refused run leaves nothing behind."""
+        """Take a new run and submit it (no store: nothing can refuse it after this)."""
+        self.register(run)
+        run.submit()
+
+    def register(self, run: TaskRun) -> None:
         task_id = run.task_id
         if task_id in self._runs:
             raise DuplicateTask(task_id)
         self._runs[task_id] = run
         self._counts[TaskStatus.PENDING] += 1
-        run.submit()
+
+    def forget(self, run: TaskRun) -> None:
+        """Undo :meth:`register` for a run the store refused: nothing is left behind."""
+        if self._runs.get(run.task_id) is run:
+            del self._runs[run.task_id]
+            self._counts[run.status] -= 1
+        self._queue.discard(run)
+        run.discard()
 
     def __contains__(self, task_id: str) -> bool:
         return task_id in self._runs
@@ -120,8 +138,21 @@ class ControllerHost:
         status = run.status
         counts[previous] -= 1
         counts[status] += 1
+        plane = self._plane
+        if plane is not None:
+            plane.record(run)
         if status in _TERMINAL:
             self._retire(run)
+
+    def launch_gate(self, run: HostedRun) -> Awaitable[bool] | None:
+        plane = self._plane
+        if plane is None:
+            return None
+        return plane.writer.durable(run, run.status_version)
+
+    def settled(self, run: HostedRun) -> Awaitable[bool] | None:
+        plane = self._plane
+        return None if plane is None else plane.writer.settled(run)
 
     def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
         if choice is None:

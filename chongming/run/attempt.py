@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
+from collections.abc import Awaitable
 
 from chongming.errors import PayloadError
 from chongming.executors.base import StopSemantics
@@ -32,6 +33,7 @@ class Attempt:
 
     __slots__ = (
         "_cancel_timer",
+        "_gate",
         "_grace_timer",
         "_listener",
         "_loop",
@@ -55,7 +57,9 @@ class Attempt:
         inputs: AttemptInputs,
         number: int,
         listener: AttemptListener,
+        gate: Awaitable[bool] | None = None,
     ) -> None:
+        self._gate = gate
         self.plan = plan
         self.inputs = inputs
         self.number = number
@@ -121,6 +125,20 @@ class Attempt:
             upstream=inputs.upstream,
         )
         self.context = context
+        gate = self._gate
+        if gate is not None:
+            self._gate = None
+            try:
+                if not await gate:
+                    # The store does not hold our "starting" (this node was let go):
+                    # the function must not begin.
+                    self.signals.request_stop()
+            except asyncio.CancelledError:
+                if self.finished:
+                    return
+                self.force = self.force or Force(kind=ForceKind.SHUTDOWN, cancelled=True)
+                self._finish(cancelled=True)
+                raise
         if on_loop:
             # Coroutines and inline calls start right here, on this thread.
             if not self.signals.enter(from_thread=False):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Coroutine
+from collections.abc import Awaitable, Collection, Coroutine
 from typing import Any, Protocol
 
 from chongming.executors.base import Executor
@@ -31,6 +31,8 @@ class HostedRun(Protocol):
     def task_id(self) -> str: ...
     @property
     def status(self) -> TaskStatus: ...
+    @property
+    def status_version(self) -> int: ...
     @property
     def priority(self) -> int: ...
     @property
@@ -66,6 +68,15 @@ class RunHost(Protocol):
 
     def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
         """The executor that carries ``spec`` (``None``: a coroutine on the loop)."""
+
+    def launch_gate(self, run: HostedRun) -> Awaitable[bool] | None:
+        """What an attempt awaits before it calls the function (``None``: nothing).
+
+        With a store: ``starting`` is durable. False means do not start.
+        """
+
+    def settled(self, run: HostedRun) -> Awaitable[bool] | None:
+        """What ``wait()`` awaits after the end (``None``: nothing): the end is durable."""
 
 
 class OwnedTasks:
@@ -118,6 +129,12 @@ class StandaloneHost:
 
     def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
         return resolve_executor(choice, spec, self._thread_executor)
+
+    def launch_gate(self, run: HostedRun) -> Awaitable[bool] | None:
+        return None
+
+    def settled(self, run: HostedRun) -> Awaitable[bool] | None:
+        return None
 
     def _thread_executor(self) -> Executor:
         if self._threads is None:

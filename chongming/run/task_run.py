@@ -356,9 +356,25 @@ class TaskRun:
 
     def submit(self) -> None:
         """``pending -> queued`` and hand the run to its host's admission."""
+        self.mark_queued()
+        self._hand_to_admission()
+
+    def mark_queued(self) -> None:
+        """``pending -> queued`` without admission yet (the host first makes it durable)."""
         self._move(_S.QUEUED, Trigger.DEPENDENCIES_RESOLVED)
         self._arm_start_timer()
-        self._hand_to_admission()
+
+    def enter_admission(self) -> None:
+        """Hand a queued run to admission (a no-op if it left ``queued`` meanwhile)."""
+        if self._record.status is _S.QUEUED:
+            self._hand_to_admission()
+
+    def discard(self) -> None:
+        """The host refused this run after all (its creation failed): stop its timers."""
+        for timer in (self._start_timer, self._retry_timer, self._pause_timer):
+            if timer is not None:
+                timer.cancel()
+        self._start_timer = self._retry_timer = self._pause_timer = None
 
     def block(self) -> None:
         """``pending -> blocked``: a pipeline node waiting for its upstreams."""
@@ -397,7 +413,8 @@ class TaskRun:
             return False
         self._holds_slot = True
         self._move(_S.STARTING, Trigger.DISPATCH)
-        attempt = Attempt(self._plan, self._inputs, self._record.attempt, self)
+        gate = self.host.launch_gate(self)
+        attempt = Attempt(self._plan, self._inputs, self._record.attempt, self, gate)
         self._current = attempt
         try:
             attempt.launch()
@@ -708,14 +725,21 @@ class TaskRun:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
         ):
             raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
-        if self._record.finished is None:
+        # The end is reported once the store holds it (or the store fails: then
+        # ``persist_failures`` says the write is pending).
+        if self._record.finished is not None:
+            settled = self.host.settled(self)
+            if settled is not None:
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(settled)
+        else:
             if self._done is None:
                 self._done = asyncio.get_running_loop().create_future()
-            if timeout is None:
+            async with asyncio.timeout(timeout):
                 await asyncio.shield(self._done)
-            else:
-                async with asyncio.timeout(timeout):
-                    await asyncio.shield(self._done)
+                settled = self.host.settled(self)
+                if settled is not None:
+                    await asyncio.shield(settled)
         outcome = self.outcome
         assert outcome is not None
         return outcome

@@ -1,0 +1,154 @@
+"""A controller with a store: every transition written through, read back by others."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chongming import (
+    Controller,
+    DuplicateTaskId,
+    InMemoryTaskStore,
+    SqliteTaskStore,
+    TaskNotFound,
+    TaskStatus,
+    TaskStore,
+)
+from chongming.policies import ControlWindows
+from chongming.state import audit_history
+from chongming.state.triggers import Trigger
+from tests.support import wait_for
+
+S = TaskStatus
+FAST = ControlWindows(stop_grace=0.3, cancel_window=0.3, pause_window=1.0)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    made: TaskStore = (
+        InMemoryTaskStore() if request.param == "memory" else SqliteTaskStore(tmp_path / "t.db")
+    )
+    async with made:
+        yield made
+
+
+async def echo(ctx: Any, value: Any) -> Any:
+    await ctx.checkpoint()
+    return value
+
+
+async def loops(ctx: Any) -> None:
+    while True:
+        await ctx.checkpoint()
+        await asyncio.sleep(0.005)
+
+
+async def test_every_transition_reaches_the_store(store: TaskStore) -> None:
+    async with Controller(store=store, owner="a") as controller:
+        controller.register("echo", echo)
+        runs = [await controller.submit("echo", i, task_id=f"t{i}") for i in range(20)]
+        outcomes = await controller.wait_all(10)
+        assert all(o.ok for o in outcomes)
+        for run in runs:
+            stored = await store.get(run.task_id)
+            assert stored is not None
+            assert stored.status is S.SUCCEEDED  # durable before the outcome was handed out
+            history = await store.history(run.task_id)
+            assert history == list(run.transitions)
+            assert audit_history(stored, history) == []
+            assert stored.owner == "a"
+            assert stored.result == run.snapshot.result
+        assert controller.persist_failures.ok
+
+
+async def test_submit_returns_once_the_task_is_durable(store: TaskStore) -> None:
+    async with Controller(store=store, owner="a", max_parallel=1) as controller:
+        controller.register("loops", loops)
+        first = await controller.submit("loops", task_id="first")
+        second = await controller.submit("loops", task_id="second")
+        stored = await store.get("second")  # read at once: no waiting
+        assert stored is not None
+        assert stored.status is S.QUEUED
+        assert [t.to_status for t in await store.history("second")] == [S.QUEUED]
+        await first.stop()
+        await second.stop()
+        await controller.wait_all(5)
+
+
+async def test_a_task_id_held_by_another_process_is_refused_and_nothing_written(
+    store: TaskStore,
+) -> None:
+    async with Controller(store=store, owner="a") as a, Controller(store=store, owner="b") as b:
+        a.register("echo", echo)
+        b.register("echo", echo)
+        run = await a.submit("echo", 1, task_id="same")
+        await run.wait(5)
+        with pytest.raises(DuplicateTaskId):
+            await b.submit("echo", 2, task_id="same")
+        assert (await b.stats()).total == 0
+        stored = await store.get("same")
+        assert stored is not None
+        assert (stored.owner, stored.args) == ("a", (1,))
+
+
+async def test_reads_show_other_processes_tasks(store: TaskStore) -> None:
+    async with Controller(store=store, owner="a") as a:
+        a.register("echo", echo)
+        await (await a.submit("echo", "x", task_id="from-a")).wait(5)
+        async with Controller(store=store, owner="reader") as reader:
+            snapshot = await reader.get("from-a")
+            assert (snapshot.status, snapshot.owner) == (S.SUCCEEDED, "a")
+            assert await reader.history("from-a") == await a.history("from-a")
+            assert [s.task_id for s in await reader.list_tasks()] == ["from-a"]
+            with pytest.raises(TaskNotFound):
+                await reader.get("nobody")
+            assert not reader._plane.commands.running  # type: ignore[union-attr]
+
+
+async def test_stop_pause_resume_of_a_task_held_elsewhere_travel_as_commands(
+    store: TaskStore,
+) -> None:
+    async with (
+        Controller(store=store, owner="a", windows=FAST, poll_interval=0.05) as a,
+        Controller(store=store, owner="b", poll_interval=0.05) as b,
+    ):
+        a.register("loops", loops)
+        run = await a.submit("loops", task_id="job")
+        await wait_for(lambda: run.status is S.RUNNING)
+        assert await b.pause("job") is False  # unconfirmed across processes
+        await wait_for(lambda: run.status is S.PAUSED)
+        assert await b.resume("job") is False
+        await wait_for(lambda: run.status is S.RUNNING)
+        assert await b.stop("job", reason="from b") is True
+        outcome = await run.wait(5)
+        assert outcome.status is S.STOPPED
+        history = await b.history("job")
+        stopping = [t for t in history if t.to_status is S.STOPPING]
+        assert [(t.trigger, t.reason) for t in stopping] == [(Trigger.USER_STOP, "from b")]
+        assert history[-1].trigger == Trigger.STOP_CONFIRMED
+        assert await b.stop("job") is False  # already terminal: no command
+        with pytest.raises(TaskNotFound):
+            await b.stop("nobody")
+
+
+async def test_a_location_string_opens_a_store_that_closes_with_the_controller(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "x.db"
+    async with Controller(store=f"sqlite:///{path}") as controller:
+        controller.register("echo", echo)
+        await (await controller.submit("echo", 1, task_id="k")).wait(5)
+        store = controller.store
+    assert store is not None
+    async with SqliteTaskStore(path) as again:
+        stored = await again.get("k")
+        assert stored is not None
+        assert stored.status is S.SUCCEEDED
+    from chongming.errors import StoreClosed
+
+    with pytest.raises(StoreClosed):
+        await store.get("k")
