@@ -14,7 +14,15 @@ from chongming.errors import CheckpointMisuse, TaskCancelled
 from chongming.executors.base import StopSemantics, ThreadBaseException
 from chongming.state.records import Failure, FailureKind, JsonValue
 
-__all__ = ["Force", "ForceKind", "Verdict", "VerdictKind", "judge", "storable_text"]
+__all__ = [
+    "Force",
+    "ForceKind",
+    "Verdict",
+    "VerdictKind",
+    "describe_error",
+    "judge",
+    "storable_text",
+]
 
 
 class ForceKind(enum.Enum):
@@ -133,6 +141,11 @@ def _message(error: BaseException) -> str:
         text = f"<{type(error).__name__}: str() raised {type(broken).__name__}>"
     text = text if len(text) <= 2000 else text[:2000] + "…"
     return storable_text(text)
+
+
+def describe_error(error: BaseException) -> str:
+    """``Type: message`` of any exception, safe to store (even if its ``__str__`` raises)."""
+    return f"{storable_text(type(error).__name__)}: {_message(error)}"
 
 
 def storable_text(text: str) -> str:

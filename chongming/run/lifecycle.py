@@ -1,0 +1,625 @@
+"""A run's lifecycle: what its host and its attempts drive (the handle is ``TaskRun``).
+
+Status, version and history live in a :class:`~chongming.run.record.RunRecord`
+(the one writer of them); each attempt is an :class:`~chongming.run.attempt.Attempt`
+that sees the run only as its listener.
+
+**Every attempt ends.** Whatever user-supplied code does (a retry predicate
+that raises, a done callback that raises, a function that returns while a
+helper of it is parked at a checkpoint), the run reaches a legal state and its
+slot is given back exactly once. A failure of the runtime's own bookkeeping is
+recorded on the run (``failed``, kind ``exception``, naming what failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+from collections import deque
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from chongming.clock import SYSTEM_CLOCK, Clock
+from chongming.errors import ConfigurationError, PayloadError
+from chongming.policies.retry import RetryPolicy
+from chongming.policies.timeout import Timeout
+from chongming.policies.windows import ControlWindows
+from chongming.run.attempt import Attempt
+from chongming.run.defaults import DEFAULT_RETRY, DEFAULT_WINDOWS, default_artifact_root
+from chongming.run.defaults import new_task_id as new_task_id
+from chongming.run.host import RunHost, StandaloneHost
+from chongming.run.outcome import Outcome
+from chongming.run.plan import AttemptInputs, AttemptPlan, plan_for
+from chongming.run.record import RunRecord
+from chongming.run.verdict import Verdict, VerdictKind, describe_error, storable_text
+from chongming.state.payload import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_label,
+    check_reason,
+    check_task_id,
+    json_form_arguments,
+)
+from chongming.state.records import Failure, FailureKind, JsonValue, Progress
+from chongming.state.records import Transition as TransitionRecord
+from chongming.state.status import TaskStatus
+from chongming.state.table import TRANSITIONS
+from chongming.state.triggers import Trigger
+from chongming.task_api.spec import TaskSpec, spec_for
+
+_log = logging.getLogger("chongming.run")
+_S = TaskStatus
+_NOT_STARTED = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
+_TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
+
+
+__all__ = ["RunLifecycle", "call_done_callback", "check_actor", "check_tags"]
+
+
+class RunLifecycle:
+    """The state of one run and everything that moves it, except the user's handle.
+
+    The host (admission) and the current attempt drive it; :class:`TaskRun`
+    adds what users call. Validation happens here, before anything is built.
+    """
+
+    __slots__ = (
+        "_current",
+        "_done",
+        "_done_callbacks",
+        "_failure",
+        "_finished_mono",
+        "_holds_slot",
+        "_inputs",
+        "_outcome",
+        "_owns_host",
+        "_pause_timer",
+        "_pause_waiter",
+        "_plan",
+        "_progress",
+        "_record",
+        "_result",
+        "_retry_timer",
+        "_start_timer",
+        "_started_mono",
+        "_stop_reason",
+        "_time",
+        "bucket",
+        "bucket_key",
+        "host",
+        "label",
+        "name",
+        "owner",
+        "priority",
+        "retry",
+        "spec",
+        "tags",
+        "task_id",
+        "timeout",
+        "upstream",
+        "windows",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[..., Any] | TaskSpec,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+        name: str | None = None,
+        label: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        executor: object = None,
+        tags: Collection[str] | None = None,
+        priority: int | None = None,
+        bucket: int | None = None,
+        bucket_key: str | None = None,
+        owner: str | None = None,
+        windows: ControlWindows | None = None,
+        clock: Clock | None = None,
+        artifact_root: Path | None = None,
+        upstream: Mapping[str, JsonValue] | None = None,
+        host: RunHost | None = None,
+        max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        # Every check before anything is built: a refused run leaves nothing behind.
+        spec = fn if isinstance(fn, TaskSpec) else spec_for(fn)
+        args = tuple(args)
+        kwargs = dict(kwargs or {})
+        spec.bind_check(args, kwargs)
+        if args or kwargs:
+            args, kwargs = json_form_arguments(args, kwargs, max_payload_bytes)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigurationError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+        if timeout is not None and not isinstance(timeout, Timeout):
+            raise ConfigurationError(f"timeout must be a Timeout, got {type(timeout).__name__}")
+        if windows is not None and not isinstance(windows, ControlWindows):
+            raise ConfigurationError(
+                f"windows must be a ControlWindows, got {type(windows).__name__}"
+            )
+        if bucket_key is not None and not isinstance(bucket_key, str):
+            raise PayloadError("bucket_key", f"must be a string, got {type(bucket_key).__name__}")
+        if priority is not None and (
+            isinstance(priority, bool)
+            or not isinstance(priority, int)
+            or not -(2**31) <= priority < 2**31
+        ):
+            raise ConfigurationError(f"priority must be a 32-bit int, got {priority!r}")
+        self.host: RunHost = host if host is not None else StandaloneHost()
+        self._owns_host = host is None
+        self.spec = spec
+        self.task_id = new_task_id() if task_id is None else check_task_id(task_id)
+        self.name = name or spec.name
+        self.label = check_label(label) if label is not None else self.name
+        self.retry = retry or spec.retry or DEFAULT_RETRY
+        self.timeout = timeout or spec.timeout
+        self.tags = spec.tags if tags is None else check_tags(tags)
+        self.priority = spec.priority if priority is None else priority
+        self.bucket = bucket
+        self.bucket_key = bucket_key
+        self.owner = owner
+        self.windows = windows or DEFAULT_WINDOWS
+        self.upstream = upstream
+        self._plan: AttemptPlan = plan_for(
+            name=self.name,
+            fn=spec.fn,
+            executor=self.host.executor_for(executor or spec.executor, spec),
+            timeout=self.timeout,
+            windows=self.windows,
+            artifact_root=artifact_root or default_artifact_root(),
+            max_payload_bytes=max_payload_bytes,
+        )
+        self._inputs = AttemptInputs(
+            task_id=self.task_id, args=args, kwargs=kwargs, upstream=upstream
+        )
+        self._time = (clock or SYSTEM_CLOCK).time
+        self._record = RunRecord(self.task_id, self._time())
+        self._started_mono: float | None = None
+        self._finished_mono: float | None = None
+        self._progress: Progress | None = None
+        self._failure: Failure | None = None
+        self._result: JsonValue = None
+        self._current: Attempt | None = None
+        self._holds_slot = False
+        self._stop_reason: str | None = None
+        self._start_timer: asyncio.TimerHandle | None = None
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self._pause_timer: asyncio.TimerHandle | None = None
+        self._pause_waiter: asyncio.Future[bool] | None = None
+        self._done: asyncio.Future[None] | None = None
+        self._done_callbacks: list[Callable[[Any], None]] | None = None
+        self._outcome: Outcome | None = None
+
+    # -- reading -----------------------------------------------------------------
+
+    @property
+    def status(self) -> TaskStatus:
+        return self._record.status
+
+    @property
+    def status_version(self) -> int:
+        return self._record.version
+
+    @property
+    def attempt(self) -> int:
+        return self._record.attempt
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """The arguments in their JSON form (what the function receives)."""
+        return self._inputs.args
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return self._inputs.kwargs
+
+    @property
+    def executor(self) -> object:
+        return self._plan.executor
+
+    @property
+    def transitions(self) -> tuple[TransitionRecord, ...]:
+        """The history so far, oldest first (a copy)."""
+        return tuple(self._record.transitions())
+
+    @property
+    def last_transition(self) -> TransitionRecord:
+        return self._record.last_transition()
+
+    def transitions_since(self, version: int) -> list[TransitionRecord]:
+        """Transitions with a version above ``version``, oldest first."""
+        return self._record.transitions()[version:]
+
+    @property
+    def done(self) -> bool:
+        return self._record.finished is not None
+
+    @property
+    def holds_slot(self) -> bool:
+        return self._holds_slot
+
+    # -- the one place that changes status ------------------------------------------
+
+    def _move(
+        self,
+        target: TaskStatus,
+        trigger: str,
+        *,
+        actor: str = "system",
+        reason: str | None = None,
+    ) -> None:
+        record = self._record
+        previous = record.move(target, trigger, self._time(), actor, reason)
+        if previous is _S.PAUSING and target is not _S.PAUSED:
+            self._settle_pause(False)
+        if target is _S.RUNNING and self._started_mono is None:
+            self._started_mono = asyncio.get_running_loop().time()
+        try:
+            self.host.record(self, previous)
+        except Exception:
+            # The host's bookkeeping is ours; a bug there must not strand the run.
+            _log.exception("host failed to record %s -> %s of %r", previous, target, self.task_id)
+        if target in _TERMINAL:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._finished_mono = asyncio.get_running_loop().time()
+        for timer in (self._start_timer, self._retry_timer, self._pause_timer):
+            if timer is not None:
+                timer.cancel()
+        self._start_timer = self._retry_timer = self._pause_timer = None
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
+        callbacks = self._done_callbacks
+        if callbacks is not None:
+            self._done_callbacks = None
+            for callback in callbacks:
+                call_done_callback(callback, self)
+
+    # -- lifecycle driven by the host ---------------------------------------------
+
+    def submit(self) -> None:
+        """``pending -> queued`` and hand the run to its host's admission."""
+        self.mark_queued()
+        self._hand_to_admission()
+
+    def mark_queued(self) -> None:
+        """``pending -> queued`` without admission yet (the host first makes it durable)."""
+        self._move(_S.QUEUED, Trigger.DEPENDENCIES_RESOLVED)
+        self._arm_start_timer()
+
+    def enter_admission(self) -> None:
+        """Hand a queued run to admission (a no-op if it left ``queued`` meanwhile)."""
+        if self._record.status is _S.QUEUED:
+            self._hand_to_admission()
+
+    def discard(self) -> None:
+        """The host refused this run after all (its creation failed): stop its timers."""
+        for timer in (self._start_timer, self._retry_timer, self._pause_timer):
+            if timer is not None:
+                timer.cancel()
+        self._start_timer = self._retry_timer = self._pause_timer = None
+
+    def block(self) -> None:
+        """``pending -> blocked``: a pipeline node waiting for its upstreams."""
+        self._move(_S.BLOCKED, Trigger.WAITING_FOR_DEPENDENCIES)
+
+    def unblock(self, upstream: Mapping[str, JsonValue] | None = None) -> None:
+        """``blocked -> queued`` once the join condition holds."""
+        if upstream is not None:
+            self.upstream = upstream
+            self._inputs = dataclasses.replace(self._inputs, upstream=upstream)
+        self.submit()
+
+    def skip(self, reason: str) -> bool:
+        """``blocked -> skipped``: it was never meant to run."""
+        if self._record.status is not _S.BLOCKED:
+            return False
+        self._move(_S.SKIPPED, Trigger.UPSTREAM_FAILED, reason=reason)
+        return True
+
+    def cancel(self, reason: str, trigger: str = Trigger.FAIL_FAST) -> bool:
+        """Orchestration cascade: ``cancelled`` if not started, else a stop."""
+        status = self._record.status
+        if status in _NOT_STARTED:
+            self._leave_waiting(status)
+            self._move(_S.CANCELLED, trigger, reason=reason)
+            return True
+        return self._request_stop(trigger, actor="system", reason=reason)
+
+    def dispatch(self) -> bool:
+        """``queued -> starting`` and launch the attempt; False if no longer queued.
+
+        The start timeout stays armed until the function really begins: a
+        task waiting for a worker thread has not started.
+        """
+        if self._record.status is not _S.QUEUED:
+            return False
+        self._holds_slot = True
+        self._move(_S.STARTING, Trigger.DISPATCH)
+        gate = self.host.launch_gate(self)
+        attempt = Attempt(self._plan, self._inputs, self._record.attempt, self, gate)
+        self._current = attempt
+        try:
+            attempt.launch()
+        except Exception as error:
+            self._current = None
+            self._fail_internally(error, "launching the attempt")
+        return True
+
+    # -- AttemptListener: what the current attempt reports ----------------------------
+
+    def spawn_attempt(self, coro: Any) -> asyncio.Task[None]:
+        return self.host.spawn(self, coro)
+
+    def attempt_running(self, attempt: Attempt) -> None:
+        """The carrier is calling the function: ``starting -> running``.
+
+        A stop that arrived while the attempt was starting stays in force
+        (``stopping``); the function sees it at its first checkpoint.
+        """
+        if attempt is not self._current:
+            return
+        if self._start_timer is not None:
+            self._start_timer.cancel()
+            self._start_timer = None
+        if self._record.status is _S.STARTING:
+            self._move(_S.RUNNING, Trigger.LAUNCHED)
+
+    def attempt_paused(self, attempt: Attempt, generation: int) -> None:
+        """A checkpoint parked for pause ``generation``; a stale receipt is ignored."""
+        signals = attempt.signals
+        if (
+            attempt is not self._current
+            or self._record.status is not _S.PAUSING
+            or not signals.pause_requested
+            or generation != signals.pause_generation
+        ):
+            return
+        if self._pause_timer is not None:
+            self._pause_timer.cancel()
+            self._pause_timer = None
+        attempt.suspend_clock()
+        self._move(_S.PAUSED, Trigger.PAUSE_REACHED)
+        self._settle_pause(True)
+
+    def attempt_ended(self, attempt: Attempt, verdict: Verdict) -> None:
+        """Record what the verdict says, then give the slot back (exactly once)."""
+        if attempt is not self._current or self._record.status in _TERMINAL:
+            return
+        self._current = None
+        try:
+            self._record_end(attempt, verdict)
+        except (Exception, asyncio.CancelledError) as error:  # synchronous: never ours
+            self._fail_internally(error, "recording the end of the attempt")
+        finally:
+            self._give_back_slot()
+
+    def report_progress(self, progress: Progress) -> None:
+        """Hot path from ``ctx.progress``; may run on a worker thread."""
+        self._progress = progress
+
+    def _record_end(self, attempt: Attempt, verdict: Verdict) -> None:
+        status = self._record.status
+        if status is _S.PAUSED:
+            # The function ended while parked elsewhere (a helper task or
+            # thread sat at the checkpoint): release the pause, then say how.
+            attempt.signals.withdraw_pause()
+            attempt.resume_clock()
+            self._move(_S.RUNNING, Trigger.PAUSE_RELEASED, reason="the task ended while paused")
+            status = _S.RUNNING
+        kind = verdict.kind
+        if kind is VerdictKind.SUCCEEDED:
+            self._result = verdict.value
+            self._failure = None  # an earlier attempt's failure is history, not the outcome
+            self._move(_S.SUCCEEDED, Trigger.COMPLETED)
+        elif kind is VerdictKind.STOPPED:
+            if status is not _S.STOPPING:
+                self._move(_S.STOPPING, Trigger.SHUTDOWN, reason="the host is closing")
+            self._move(_S.STOPPED, Trigger.STOP_CONFIRMED, reason=self._stop_reason)
+        elif kind is VerdictKind.LOST:
+            self._failure = verdict.failure
+            trigger = Trigger.STOP_ABANDONED if status is _S.STOPPING else Trigger.TIMEOUT_ABANDONED
+            self._move(_S.LOST, trigger, reason=self._stop_reason)
+        else:
+            self._record_failure(attempt, verdict)
+
+    def _record_failure(self, attempt: Attempt, verdict: Verdict) -> None:
+        failure = verdict.failure
+        assert failure is not None
+        self._failure = failure
+        trigger = (
+            Trigger.RESULT_INVALID if failure.kind is FailureKind.RESULT_INVALID else Trigger.FAILED
+        )
+        if self._record.status is _S.STOPPING:
+            self._move(_S.FAILED, trigger, reason=self._stop_reason)
+            return
+        try:
+            decision = self.retry.decide(attempt.number, failure, verdict.error, random.random())
+        except (Exception, asyncio.CancelledError) as error:
+            # User code (a predicate, a backoff) raised; no await happens here, so
+            # even a CancelledError is theirs, not a cancellation of ours.
+            # A user-supplied predicate or backoff raised: the task fails, saying why.
+            self._failure = Failure(
+                kind=FailureKind.EXCEPTION,
+                message=storable_text(
+                    f"the retry policy raised {describe_error(error)} "
+                    f"while judging: {failure.message}"
+                ),
+                exception_type=storable_text(type(error).__name__),
+                retryable=False,
+            )
+            self._move(_S.FAILED, trigger)
+            return
+        if not decision.retry:
+            self._move(_S.FAILED, trigger)
+            return
+        self._move(_S.RETRY_WAIT, Trigger.RETRY_SCHEDULED, reason=failure.message[:200])
+        loop = asyncio.get_running_loop()
+        self._retry_timer = loop.call_later(decision.delay, self._retry_due)
+
+    def _retry_due(self) -> None:
+        self._retry_timer = None
+        if self._record.status is _S.RETRY_WAIT:
+            self._move(_S.QUEUED, Trigger.RETRY_DUE)
+            self._hand_to_admission()
+
+    def _hand_to_admission(self) -> None:
+        try:
+            self.host.enqueue(self)
+        except Exception as error:
+            self._fail_internally(error, "handing the run to admission")
+
+    def _fail_internally(self, error: BaseException, doing: str) -> None:
+        """The runtime's own bookkeeping failed: record it loudly and end the run."""
+        _log.error("internal error while %s for task %r", doing, self.task_id, exc_info=error)
+        self._failure = Failure(
+            kind=FailureKind.EXCEPTION,
+            message=storable_text(f"internal error while {doing}: {describe_error(error)}"),
+            exception_type=storable_text(type(error).__name__),
+            retryable=False,
+        )
+        status = self._record.status
+        if status in _TERMINAL:
+            return
+        self._leave_waiting(status)
+        current = self._current
+        if current is not None:
+            self._current = None  # its later report is not trusted
+            current.request_stop(0.0)  # the carrier may still run; tell it to end
+        for step in _path_to(status, _S.FAILED)[1:]:
+            try:
+                self._move(step, Trigger.INTERNAL_ERROR, reason=doing)
+            except Exception:
+                _log.exception("could not record the internal error of %r", self.task_id)
+                return
+        self._give_back_slot()
+
+    def _give_back_slot(self) -> None:
+        if self._holds_slot:
+            self._holds_slot = False
+            try:
+                self.host.release(self)
+            except Exception:
+                _log.exception("host failed to release the slot of %r", self.task_id)
+
+    def _leave_waiting(self, status: TaskStatus) -> None:
+        if status is _S.QUEUED:
+            if self._start_timer is not None:
+                self._start_timer.cancel()
+                self._start_timer = None
+            self.host.withdraw(self)
+        elif status is _S.RETRY_WAIT and self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
+
+    def _arm_start_timer(self) -> None:
+        timeout = self.timeout
+        if timeout is None or timeout.start is None or self._record.attempt > 0:
+            return
+        loop = asyncio.get_running_loop()
+        self._start_timer = loop.call_later(timeout.start, self._start_timed_out)
+
+    def _start_timed_out(self) -> None:
+        """Submission to a real start took longer than ``Timeout.start``: final."""
+        self._start_timer = None
+        status = self._record.status
+        if status is _S.QUEUED:
+            self.host.withdraw(self)
+        elif status is _S.STARTING:
+            current = self._current
+            if current is None or not current.abandon_start():
+                return  # the function began just now: it runs
+            self._current = None
+        else:
+            return
+        assert self.timeout is not None
+        assert self.timeout.start is not None
+        self._failure = Failure(
+            kind=FailureKind.TIMEOUT_START,
+            message=f"not started within {self.timeout.start:g}s of submission",
+            retryable=False,  # a task that never started cannot go to retry_wait: final
+        )
+        try:
+            self._move(_S.FAILED, Trigger.START_TIMEOUT)
+        finally:
+            self._give_back_slot()
+
+    def _request_stop(self, trigger: str, *, actor: str, reason: str | None) -> bool:
+        status = self._record.status
+        if status in _TERMINAL or status is _S.STOPPING:
+            return False
+        if status in _NOT_STARTED:
+            self._leave_waiting(status)
+            self._move(_S.STOPPED, trigger, actor=actor, reason=reason)
+            return True
+        self._stop_reason = reason
+        self._move(_S.STOPPING, trigger, actor=actor, reason=reason)
+        if self._pause_timer is not None:
+            self._pause_timer.cancel()
+            self._pause_timer = None
+        current = self._current
+        if current is not None:
+            current.request_stop(self.windows.stop_grace)
+        return True
+
+    def _pause_window_over(self) -> None:
+        self._pause_timer = None
+        if self._record.status is not _S.PAUSING:
+            return
+        current = self._current
+        if current is not None:
+            current.signals.withdraw_pause()
+        self._move(_S.RUNNING, Trigger.PAUSE_NOT_REACHED)
+
+    def _settle_pause(self, paused: bool) -> None:
+        waiter = self._pause_waiter
+        self._pause_waiter = None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(paused)
+
+
+def check_tags(tags: Collection[str]) -> frozenset[str]:
+    """Tags as a frozenset of non-empty strings; a bare string is refused."""
+    if isinstance(tags, str):
+        raise ConfigurationError("tags must be a collection of strings, not a single string")
+    result = frozenset(tags)
+    for tag in result:
+        if not isinstance(tag, str) or not tag:
+            raise ConfigurationError(f"tags must be non-empty strings, got {tag!r}")
+        check_reason(tag, "tag")
+    return result
+
+
+def check_actor(actor: object) -> str:
+    if not isinstance(actor, str) or not actor:
+        raise PayloadError("actor", f"must be a non-empty string, got {actor!r}")
+    return check_reason(actor, "actor") or actor
+
+
+def call_done_callback(callback: Callable[[Any], None], run: Any) -> None:
+    try:
+        callback(run)
+    except (Exception, asyncio.CancelledError):
+        # A callback is plain code: nothing it raises may stop the others,
+        # the countdown of wait_all() among them.
+        _log.exception("a done callback of task %r raised", run.task_id)
+
+
+def _path_to(start: TaskStatus, goal: TaskStatus) -> list[TaskStatus]:
+    """The shortest legal path through the table (``[start]`` if there is none)."""
+    paths: deque[list[TaskStatus]] = deque([[start]])
+    seen = {start}
+    while paths:
+        path = paths.popleft()
+        if path[-1] is goal:
+            return path
+        for step in sorted(TRANSITIONS[path[-1]], key=lambda s: s.value):
+            if step not in seen:
+                seen.add(step)
+                paths.append([*path, step])
+    return [start]
