@@ -25,6 +25,7 @@ keeps working for callers who do not know chongming::
         ├── StoreUnavailable               the server or file cannot be reached
         ├── StoreBusy                      SQLite stayed locked past its busy timeout
         ├── StoreFull                      the disk or the database size limit is full
+        ├── NodeConflict                   another live node already runs under this owner name
         └── SchemaError                    the schema is newer than this code, or broken
 
 Messages are built from fields kept as attributes, so callers can branch on
@@ -44,6 +45,7 @@ __all__ = [
     "ExecutorClosed",
     "InvalidTransition",
     "NeverStarted",
+    "NodeConflict",
     "PayloadError",
     "SchemaError",
     "StoreBusy",
@@ -206,3 +208,16 @@ class SchemaError(StoreError):
 
 def _name(value: object) -> str:
     return str(getattr(value, "value", value))
+
+
+class NodeConflict(StoreError):
+    """A live node already holds this owner name: two nodes must never share one."""
+
+    def __init__(self, owner: str, host: str, pid: int) -> None:
+        self.owner = owner
+        self.host = host
+        self.pid = pid
+        super().__init__(
+            f"owner {owner!r} is already held by a live node (host {host!r}, pid {pid}); "
+            "give this node another --owner, or stop the other one"
+        )

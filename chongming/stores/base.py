@@ -44,6 +44,7 @@ from chongming.errors import (
 )
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
+from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 __all__ = [
@@ -247,6 +248,48 @@ class TaskStore(abc.ABC):
 
         ``buckets`` restricts the search to those buckets (``None``: all).
         """
+
+    # -- nodes (one lease per node) -------------------------------------------
+    # Not yet abstract: every built-in backend implements them; a third-party
+    # backend written against an earlier port raises NotImplementedError here.
+
+    async def register_node(self, info: NodeInfo, *, ttl_seconds: float) -> NodeRecord:
+        """Register ``info.owner`` with a lease ``ttl_seconds`` from the store's now.
+
+        Takes over the row when it is absent, expired, or of the same
+        incarnation. Raises :class:`NodeConflict` (naming the other's host and
+        pid) when a live node of another incarnation holds the owner name;
+        nothing is written then.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not keep nodes")
+
+    async def renew_node(self, owner: str, incarnation: str, *, ttl_seconds: float) -> bool:
+        """Extend this node's lease (one row, whatever its task count).
+
+        False when the row is gone or belongs to another incarnation: this
+        node was replaced and must stop acting as ``owner``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not keep nodes")
+
+    async def release_node(self, owner: str, incarnation: str) -> None:
+        """On a clean close: the lease expires now, so its tasks are judged at once."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep nodes")
+
+    async def nodes(self) -> list[NodeRecord]:
+        """Every node row, live or expired, ``live`` judged by the store's clock."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep nodes")
+
+    # -- what the CLI and reports read ----------------------------------------
+
+    async def command_records(
+        self, *, task_id: str | None = None, limit: int = 100
+    ) -> list[CommandRecord]:
+        """Commands newest first (of one task, or all), with state and recorded outcome."""
+        raise NotImplementedError(f"{type(self).__name__} does not list commands")
+
+    async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
+        """Task counts grouped by (status, bucket, owner): stats and bucket reports."""
+        raise NotImplementedError(f"{type(self).__name__} does not count tasks")
 
 
 _WRITTEN = WriteResult(outcome=WriteOutcome.WRITTEN)

@@ -1,0 +1,77 @@
+"""Records of the shared plane kept beside the tasks: nodes, and commands as the CLI sees them.
+
+A *node* is one controller with a store. It registers under its owner name
+and renews **one lease** — one row, whatever the number of tasks it holds —
+judged by the store's clock. A task names its owner; whether that owner is
+alive is the owner's node lease, never the task's heartbeat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from chongming.state.status import TaskStatus
+
+if TYPE_CHECKING:
+    from chongming.stores.base import Command
+
+__all__ = ["CommandRecord", "CommandState", "NodeInfo", "NodeRecord", "TaskCount"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class NodeInfo:
+    """What a node says of itself when it registers.
+
+    ``incarnation`` is random per registration: a process that restarts
+    under the same owner name is a new incarnation, and an old one that
+    wakes up (SIGSTOP, a long GC pause) can tell it was replaced.
+    ``owned_buckets`` is ``None`` when the node owns every bucket.
+    """
+
+    owner: str
+    incarnation: str
+    host: str
+    pid: int
+    version: str
+    num_buckets: int
+    owned_buckets: frozenset[int] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRecord:
+    """A node row as read, with ``live`` judged by the store's clock at read time."""
+
+    info: NodeInfo
+    started_at: datetime
+    renewed_at: datetime
+    lease_expires_at: datetime
+    live: bool
+
+
+class CommandState(enum.StrEnum):
+    PENDING = "pending"  # nobody holds it
+    CLAIMED = "claimed"  # a node holds its lease
+    DONE = "done"  # completed; ``outcome`` says what happened
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CommandRecord:
+    """A command with what became of it, for ``chongming commands`` and callers."""
+
+    command: Command
+    state: CommandState
+    outcome: str | None = None
+    completed_at: datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TaskCount:
+    """How many tasks share a status, bucket and owner (for stats and bucket reports)."""
+
+    status: TaskStatus
+    bucket: int | None
+    owner: str | None
+    count: int
