@@ -1,20 +1,36 @@
-"""``ControlPlane``: what a controller with a store adds — write-through and commands.
+"""``ControlPlane``: what a controller with a store adds to it.
 
-The controller composes one when given a store; its host calls
-:meth:`record` on every transition. Nodes, leases and reconcile attach here
-too.
+Write-through of every transition, commands from other processes, this
+process's node lease, and reconcile. The controller composes one when given
+a store; its host calls :meth:`record` on every transition. A controller
+becomes a *node* — registered, leased, claiming commands — on its first
+submit: a pure query client (``chongming ps``) never does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from chongming.control.commands import Apply, CommandPoller
 from chongming.control.failures import PersistFailures
+from chongming.control.node import NodeLease
+from chongming.control.reconcile import (
+    ReconcileEntry,
+    ReconcileOutcome,
+    ReconcileReport,
+    lost_write,
+    plan_reconcile,
+)
 from chongming.control.writethrough import WriteThrough
+from chongming.errors import StoreClosed, StoreError
+from chongming.state.query import TaskQuery
+from chongming.state.status import ACTIVE_STATUSES
 from chongming.stores.base import TaskStore
+from chongming.stores.writes import StateWrite, WriteOutcome
 
 __all__ = ["ControlPlane"]
 
@@ -29,13 +45,18 @@ class ControlPlane:
         store: TaskStore,
         *,
         owner: str,
+        num_buckets: int,
+        owned_buckets: frozenset[int] | None,
         apply_command: Apply,
         on_let_go: Callable[[Any, str], None],
         poll_interval: float,
         lease_ttl: float,
+        reconcile_interval: float | None,
+        version: str,
     ) -> None:
         self.store = store
         self.owner = owner
+        self.owned_buckets = owned_buckets
         self.writer = WriteThrough(store, on_let_go=on_let_go)
         self.commands = CommandPoller(
             store,
@@ -44,16 +65,37 @@ class ControlPlane:
             poll_interval=poll_interval,
             lease_seconds=max(poll_interval * 5, 5.0),
         )
-        self.lease_ttl = lease_ttl
+        self.node = NodeLease(
+            store,
+            owner=owner,
+            num_buckets=num_buckets,
+            owned_buckets=owned_buckets,
+            ttl=lease_ttl,
+            version=version,
+        )
+        self.reconcile_interval = reconcile_interval
+        self._reconciler: asyncio.Task[None] | None = None
+        self._becoming: asyncio.Lock | None = None
 
     async def start(self) -> None:
         """Connect (a store whose schema is newer than this code fails here) and start writing."""
         await self.store.open()
         self.writer.start()
+        self._becoming = asyncio.Lock()
+        if self.reconcile_interval is not None:
+            self._reconciler = asyncio.get_running_loop().create_task(
+                self._reconcile_forever(self.reconcile_interval), name="chongming:reconcile"
+            )
 
-    def serve_commands(self) -> None:
-        """Start claiming commands: from the first submit on, never for a pure query client."""
-        self.commands.start()
+    async def become_node(self) -> None:
+        """Register this node and claim its commands (first submit; idempotent, cheap after)."""
+        if self.node.registered:
+            return
+        assert self._becoming is not None
+        async with self._becoming:
+            if not self.node.registered:
+                await self.node.register()
+                self.commands.start()
 
     def record(self, run: Any) -> None:
         self.writer.record(run)
@@ -61,7 +103,75 @@ class ControlPlane:
     def failures(self) -> PersistFailures:
         return self.writer.failures()
 
+    async def reconcile(
+        self, *, dry_run: bool, reason: str | None, actor: str, at: datetime
+    ) -> ReconcileReport:
+        """Judge the unfinished tasks of owned buckets by their owners' leases (store clock)."""
+        nodes = {record.info.owner: record for record in await self.store.nodes()}
+        snapshots = await self.store.query(TaskQuery(statuses=ACTIVE_STATUSES))
+        by_id = {snapshot.task_id: snapshot for snapshot in snapshots}
+        entries = plan_reconcile(snapshots, nodes, owned_buckets=self.owned_buckets)
+        if dry_run:
+            return ReconcileReport(dry_run=True, at=at, entries=tuple(entries))
+        lost = [entry for entry in entries if entry.outcome is ReconcileOutcome.LOST]
+        writes = []
+        for entry in lost:
+            moved, transition = lost_write(
+                by_id[entry.task_id], at=at, actor=actor, reason=reason, detail=entry.detail
+            )
+            writes.append(
+                StateWrite(
+                    snapshot=moved,
+                    transitions=(transition,),
+                    expect_version=by_id[entry.task_id].status_version,
+                )
+            )
+        results = await self.store.apply_writes(writes) if writes else []
+        settled: dict[str, ReconcileEntry] = {}
+        for entry, result in zip(lost, results, strict=True):
+            if result.outcome is WriteOutcome.WRITTEN:
+                continue
+            if result.outcome is WriteOutcome.FAILED:
+                raise result.error or StoreError("the store refused a reconcile write")
+            settled[entry.task_id] = ReconcileEntry(
+                task_id=entry.task_id,
+                was=entry.was,
+                outcome=ReconcileOutcome.LET_GO,
+                owner=entry.owner,
+                detail="the task moved on meanwhile (its owner came back?): left as it is",
+            )
+        final = tuple(settled.get(entry.task_id, entry) for entry in entries)
+        return ReconcileReport(dry_run=False, at=at, entries=final)
+
+    async def _reconcile_forever(self, interval: float) -> None:
+        from chongming.clock import SYSTEM_CLOCK, to_datetime
+
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                report = await self.reconcile(
+                    dry_run=False,
+                    reason="periodic reconcile",
+                    actor=f"reconcile:{self.owner}",
+                    at=to_datetime(SYSTEM_CLOCK.time()),
+                )
+            except StoreClosed:
+                return
+            except StoreError as error:
+                _log.warning("periodic reconcile failed: %s", error)
+                continue
+            if report.lost:
+                _log.warning("reconcile marked %d tasks lost", len(report.lost))
+
     async def aclose(self, timeout: float) -> None:
-        """Stop claiming commands, then write what is pending (bounded by ``timeout``)."""
+        """Stop claiming and reconciling, write what is pending, release the lease."""
+        reconciler, self._reconciler = self._reconciler, None
+        if reconciler is not None:
+            reconciler.cancel()
+            try:
+                await reconciler
+            except asyncio.CancelledError:
+                pass
         await self.commands.aclose(timeout)
         await self.writer.aclose(timeout)
+        await self.node.aclose()

@@ -25,6 +25,7 @@ from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
+from chongming.control.reconcile import ReconcileReport
 from chongming.controller.host import ControllerHost
 from chongming.controller.statistics import ControllerStats
 from chongming.errors import (
@@ -146,10 +147,14 @@ class Controller:
             self._plane = ControlPlane(
                 store,
                 owner=self.owner,
+                num_buckets=num_buckets,
+                owned_buckets=self.owned_buckets,
                 apply_command=self._apply_command,
                 on_let_go=_let_go,
                 poll_interval=self.poll_interval,
                 lease_ttl=self.lease_ttl,
+                reconcile_interval=self.reconcile_interval,
+                version=_version(),
             )
             self._host.attach(self._plane)
         self._phase = _Phase.NEW
@@ -356,6 +361,7 @@ class Controller:
         Cancellation: the creation is awaited to its end first (it may have
         committed); a created task runs, and the cancellation is re-raised.
         """
+        await plane.become_node()  # a second live node under this owner name is refused here
         host = self._host
         host.register(run)
         run.mark_queued()
@@ -375,7 +381,6 @@ class Controller:
             plane.writer.forget(run)
             raise error
         run.enter_admission()
-        plane.serve_commands()
         if cancelled:
             raise asyncio.CancelledError
 
@@ -574,6 +579,30 @@ class Controller:
                 issued += 1
         return issued
 
+    async def reconcile(
+        self, *, dry_run: bool = False, reason: str | None = None
+    ) -> ReconcileReport:
+        """Judge unfinished tasks of the owned buckets by their owners' node leases.
+
+        A live owner's task is left alone; a dead owner's task that held a
+        carrier becomes ``lost`` (trigger ``reconcile:lease_expired``); one
+        that never started is reported adoptable and left as it is; a task
+        its owner moved meanwhile is let go. ``dry_run`` writes nothing.
+        Needs a store (:class:`ConfigurationError` without one).
+        """
+        self._check_not_closed()
+        reason = check_reason(reason)
+        plane = self._plane
+        if plane is None:
+            raise ConfigurationError("reconcile needs a store: Controller(store=...)")
+        await self._open()
+        return await plane.reconcile(
+            dry_run=dry_run,
+            reason=reason,
+            actor=f"reconcile:{self.owner}",
+            at=to_datetime(self.clock.time()),
+        )
+
     async def wait_all(self, timeout: float | None = None) -> list[Outcome]:
         """Wait until every task known now has ended; their outcomes in submission order.
 
@@ -595,6 +624,15 @@ class Controller:
 
     def __repr__(self) -> str:
         return f"<Controller owner={self.owner!r} {self._phase} tasks={len(self._host)}>"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("chongming")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _let_go(run: TaskRun, reason: str) -> None:

@@ -1,0 +1,152 @@
+"""Reconcile: what happened to tasks whose owner is gone — decided purely, applied apart.
+
+For every unfinished task in the buckets this node owns:
+
+- its owner's node lease is valid → **untouched**, however old its heartbeat
+  (a healthy CPU-bound task may not checkpoint for minutes);
+- the lease expired and the task held an execution carrier (``starting
+  running pausing paused stopping``) → **lost**: nobody can know how far it
+  got (trigger ``reconcile:lease_expired``);
+- the lease expired and no carrier existed (``pending blocked queued
+  retry_wait``) → **adoptable**: reported, state unchanged (nothing ran);
+- the write of ``lost`` met another version (the owner came back and moved
+  the task first) → **let go**: the owner's word stands.
+
+:func:`plan_reconcile` decides from snapshots and node records; the control
+plane applies the ``lost`` decisions as compare-and-set writes. A dry run
+applies nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from chongming.state.machine import apply_transition
+from chongming.state.records import Failure, FailureKind, TaskSnapshot, Transition
+from chongming.state.status import CARRIER_STATUSES, TaskStatus
+from chongming.state.triggers import Trigger
+from chongming.stores.nodes import NodeRecord
+
+__all__ = [
+    "ReconcileEntry",
+    "ReconcileOutcome",
+    "ReconcileReport",
+    "lost_write",
+    "plan_reconcile",
+]
+
+
+class ReconcileOutcome(enum.StrEnum):
+    UNTOUCHED = "untouched"
+    LOST = "lost"
+    ADOPTABLE = "adoptable"
+    LET_GO = "let_go"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcileEntry:
+    """One task's verdict. ``was`` is its status when reconcile read it."""
+
+    task_id: str
+    was: TaskStatus
+    outcome: ReconcileOutcome
+    owner: str | None
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcileReport:
+    """What a reconcile found (and, unless ``dry_run``, did)."""
+
+    dry_run: bool
+    at: datetime
+    entries: tuple[ReconcileEntry, ...] = ()
+
+    def of(self, outcome: ReconcileOutcome) -> list[ReconcileEntry]:
+        return [entry for entry in self.entries if entry.outcome is outcome]
+
+    @property
+    def lost(self) -> list[ReconcileEntry]:
+        return self.of(ReconcileOutcome.LOST)
+
+    @property
+    def adoptable(self) -> list[ReconcileEntry]:
+        return self.of(ReconcileOutcome.ADOPTABLE)
+
+    @property
+    def untouched(self) -> list[ReconcileEntry]:
+        return self.of(ReconcileOutcome.UNTOUCHED)
+
+    @property
+    def let_go(self) -> list[ReconcileEntry]:
+        return self.of(ReconcileOutcome.LET_GO)
+
+
+def plan_reconcile(
+    snapshots: Iterable[TaskSnapshot],
+    nodes: Mapping[str, NodeRecord],
+    *,
+    owned_buckets: frozenset[int] | None,
+) -> list[ReconcileEntry]:
+    """The verdict for each unfinished task this node may judge (see the module docstring).
+
+    ``nodes`` maps owner names to their node rows; an owner with no row has
+    no lease. A task outside ``owned_buckets`` is not judged (a task with no
+    bucket is judged by any node).
+    """
+    entries: list[ReconcileEntry] = []
+    for snapshot in snapshots:
+        if snapshot.is_terminal:
+            continue
+        bucket = snapshot.bucket
+        if owned_buckets is not None and bucket is not None and bucket not in owned_buckets:
+            continue
+        owner = snapshot.owner
+        node = nodes.get(owner) if owner is not None else None
+        if node is not None and node.live:
+            detail = f"owner {owner!r} is alive (lease until {node.lease_expires_at:%H:%M:%S})"
+            entries.append(_entry(snapshot, ReconcileOutcome.UNTOUCHED, detail))
+            continue
+        why = _why_gone(owner, node)
+        if snapshot.status in CARRIER_STATUSES:
+            entries.append(_entry(snapshot, ReconcileOutcome.LOST, f"{why}; outcome unknown"))
+        else:
+            entries.append(_entry(snapshot, ReconcileOutcome.ADOPTABLE, f"{why}; it never started"))
+    return entries
+
+
+def lost_write(
+    snapshot: TaskSnapshot, *, at: datetime, actor: str, reason: str | None, detail: str
+) -> tuple[TaskSnapshot, Transition]:
+    """The snapshot and transition that record ``status -> lost`` after a dead owner."""
+    failure = Failure(kind=FailureKind.LOST, message=detail, retryable=False)
+    moved, transition = apply_transition(
+        dataclasses.replace(snapshot, failure=failure),
+        TaskStatus.LOST,
+        trigger=Trigger.LEASE_EXPIRED,
+        at=at,
+        actor=actor,
+        reason=reason or detail,
+    )
+    return moved, transition
+
+
+def _entry(snapshot: TaskSnapshot, outcome: ReconcileOutcome, detail: str) -> ReconcileEntry:
+    return ReconcileEntry(
+        task_id=snapshot.task_id,
+        was=snapshot.status,
+        outcome=outcome,
+        owner=snapshot.owner,
+        detail=detail,
+    )
+
+
+def _why_gone(owner: str | None, node: NodeRecord | None) -> str:
+    if owner is None:
+        return "no owner recorded"
+    if node is None:
+        return f"owner {owner!r} has no node lease"
+    return f"owner {owner!r}'s lease expired at {node.lease_expires_at.isoformat()}"
