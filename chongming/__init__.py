@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from chongming.blocking import BlockingController as BlockingController
 from chongming.blocking import BlockingTaskRun as BlockingTaskRun
+from chongming.control import PersistFailures as PersistFailures
+from chongming.control import open_store as open_store
+from chongming.control.reconcile import ReconcileReport as ReconcileReport
 from chongming.controller import Controller as Controller
 from chongming.controller import ControllerStats as ControllerStats
 from chongming.errors import AdmissionStateError as AdmissionStateError
@@ -21,7 +24,9 @@ from chongming.errors import ConfigurationError as ConfigurationError
 from chongming.errors import ControllerClosed as ControllerClosed
 from chongming.errors import DuplicateTask as DuplicateTask
 from chongming.errors import DuplicateTaskId as DuplicateTaskId
+from chongming.errors import ExecutorClosed as ExecutorClosed
 from chongming.errors import InvalidTransition as InvalidTransition
+from chongming.errors import NodeConflict as NodeConflict
 from chongming.errors import PayloadError as PayloadError
 from chongming.errors import SchemaError as SchemaError
 from chongming.errors import StoreBusy as StoreBusy
@@ -36,6 +41,7 @@ from chongming.errors import VersionConflict as VersionConflict
 from chongming.executors import Executor as Executor
 from chongming.executors import InlineExecutor as InlineExecutor
 from chongming.executors import ThreadExecutor as ThreadExecutor
+from chongming.policies import Backoff as Backoff
 from chongming.policies import ControlWindows as ControlWindows
 from chongming.policies import ExponentialBackoff as ExponentialBackoff
 from chongming.policies import RetryPolicy as RetryPolicy
@@ -67,6 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdmissionStateError",
+    "Backoff",
     "BlockingController",
     "BlockingTaskRun",
     "BucketNotOwned",
@@ -81,16 +88,20 @@ __all__ = [
     "DuplicateTask",
     "DuplicateTaskId",
     "Executor",
+    "ExecutorClosed",
     "ExponentialBackoff",
     "Failure",
     "FailureKind",
     "InMemoryTaskStore",
     "InlineExecutor",
     "InvalidTransition",
+    "NodeConflict",
     "Outcome",
     "PayloadError",
+    "PersistFailures",
     "PostgresTaskStore",
     "Progress",
+    "ReconcileReport",
     "RetryPolicy",
     "SchemaError",
     "SqliteTaskStore",
@@ -113,6 +124,7 @@ __all__ = [
     "Transition",
     "UnknownTask",
     "VersionConflict",
+    "open_store",
     "render_history",
     "render_table",
     "run_task",
