@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from chongming.control.commands import Apply, CommandPoller
 from chongming.control.failures import PersistFailures
 from chongming.control.node import NodeLease
+from chongming.control.progress import ProgressWriter
 from chongming.control.reconcile import (
     ReconcileEntry,
     ReconcileOutcome,
@@ -49,6 +50,7 @@ class ControlPlane:
         owned_buckets: frozenset[int] | None,
         apply_command: Apply,
         on_let_go: Callable[[Any, str], None],
+        live_runs: Callable[[], Iterable[Any]],
         poll_interval: float,
         lease_ttl: float,
         reconcile_interval: float | None,
@@ -73,6 +75,7 @@ class ControlPlane:
             ttl=lease_ttl,
             version=version,
         )
+        self.progress = ProgressWriter(store, live_runs, interval=poll_interval)
         self.reconcile_interval = reconcile_interval
         self._reconciler: asyncio.Task[None] | None = None
         self._becoming: asyncio.Lock | None = None
@@ -96,6 +99,7 @@ class ControlPlane:
             if not self.node.registered:
                 await self.node.register()
                 self.commands.start()
+                self.progress.start()
 
     def record(self, run: Any) -> None:
         self.writer.record(run)
@@ -173,5 +177,6 @@ class ControlPlane:
             except asyncio.CancelledError:
                 pass
         await self.commands.aclose(timeout)
+        await self.progress.aclose()
         await self.writer.aclose(timeout)
         await self.node.aclose()

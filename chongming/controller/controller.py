@@ -151,6 +151,7 @@ class Controller:
                 owned_buckets=self.owned_buckets,
                 apply_command=self._apply_command,
                 on_let_go=_let_go,
+                live_runs=self._host.runs,
                 poll_interval=self.poll_interval,
                 lease_ttl=self.lease_ttl,
                 reconcile_interval=self.reconcile_interval,

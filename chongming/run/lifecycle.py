@@ -242,6 +242,17 @@ class RunLifecycle:
     def holds_slot(self) -> bool:
         return self._holds_slot
 
+    @property
+    def progress(self) -> Progress | None:
+        return self._progress
+
+    def heartbeat_at(self) -> float | None:
+        """Epoch seconds of the current attempt's last checkpoint (None between attempts)."""
+        current = self._current
+        if current is None or current.context is None:
+            return None
+        return self._time() - current.signals.heartbeat_age()
+
     # -- the one place that changes status ------------------------------------------
 
     def _move(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import datetime
 from types import TracebackType
 
 from chongming.clock import to_datetime
@@ -52,10 +51,8 @@ class TaskRun(RunLifecycle):
     def snapshot(self) -> TaskSnapshot:
         """The latest state as a frozen record."""
         record = self._record
-        heartbeat: datetime | None = None
-        current = self._current
-        if current is not None and current.context is not None:
-            heartbeat = to_datetime(self._time() - current.signals.heartbeat_age())
+        beat = self.heartbeat_at()
+        heartbeat = None if beat is None else to_datetime(beat)
         return TaskSnapshot(
             task_id=self.task_id,
             name=self.name,

@@ -152,3 +152,39 @@ async def test_a_location_string_opens_a_store_that_closes_with_the_controller(
 
     with pytest.raises(StoreClosed):
         await store.get("k")
+
+
+async def test_progress_and_heartbeats_reach_the_store_without_a_version(
+    store: TaskStore,
+) -> None:
+    go = asyncio.Event()
+
+    async def reports(ctx: Any) -> None:
+        for i in range(1, 1001):
+            ctx.progress(i, total=1000, message=f"row {i}")
+        await ctx.checkpoint()
+        await go.wait()
+
+    async with Controller(store=store, owner="a", poll_interval=0.05) as controller:
+        controller.register("reports", reports)
+        run = await controller.submit("reports", task_id="p")
+        await wait_for(lambda: run.status is S.RUNNING)
+        version = run.status_version
+
+        async def stored_progress() -> float | None:
+            snapshot = await store.get("p")
+            assert snapshot is not None
+            return None if snapshot.progress is None else snapshot.progress.done
+
+        deadline = asyncio.get_running_loop().time() + 5
+        while await stored_progress() != 1000:
+            assert asyncio.get_running_loop().time() < deadline, "progress never written"
+            await asyncio.sleep(0.01)
+        stored = await store.get("p")
+        assert stored is not None
+        assert stored.status_version == version  # touch never bumps the version
+        assert stored.last_heartbeat_at is not None
+        assert stored.progress is not None
+        assert stored.progress.message == "row 1000"
+        go.set()
+        assert (await run.wait(5)).ok
