@@ -25,6 +25,7 @@ __all__ = [
     "MAX_LABEL_LENGTH",
     "MAX_TASK_ID_LENGTH",
     "check_arguments",
+    "check_encoded_json",
     "check_json_size",
     "check_label",
     "check_limit",
@@ -213,6 +214,12 @@ def check_json_size(text: str, what: str, limit: int) -> None:
             f"{size:,} bytes as JSON, over the {limit:,}-byte limit; "
             "store large data elsewhere and pass a pointer",
         )
+
+
+def check_encoded_json(text: str, what: str) -> None:
+    """Everything :func:`dump_json` checks, for JSON text encoded elsewhere."""
+    check_json_text(text, what)
+    _check_ints_in(text, what)
 
 
 def check_json_text(text: str, what: str) -> None:
