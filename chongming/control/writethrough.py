@@ -113,11 +113,12 @@ class WriteThrough:
         """Write what is pending (for at most ``timeout`` seconds), then stop."""
         if self._task is None:
             return
-        if self._dirty and self._dead is None and self._idle is not None:
+        idle = self._idle
+        if idle is not None and self._dead is None and (self._dirty or not idle.is_set()):
             try:
                 async with asyncio.timeout(timeout):
-                    while self._dirty or not self._idle.is_set():
-                        await self._idle.wait()
+                    while (self._dirty or not idle.is_set()) and self._dead is None:
+                        await idle.wait()
                         await asyncio.sleep(0)
             except TimeoutError:
                 pass

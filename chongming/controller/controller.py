@@ -616,11 +616,12 @@ class Controller:
             raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
         self._check_not_closed()
         runs = list(self._host.runs())
-        if timeout is None:
+        async with asyncio.timeout(timeout):
             await _all_done(runs)
-        else:
-            async with asyncio.timeout(timeout):
-                await _all_done(runs)
+            # Outcomes are handed out once their ends are durable (see TaskRun.wait).
+            settled = [future for run in runs if (future := self._host.settled(run)) is not None]
+            if settled:
+                await asyncio.shield(asyncio.gather(*settled))
         return [run.outcome for run in runs if run.outcome is not None]
 
     def __repr__(self) -> str:

@@ -10,10 +10,13 @@ needs differ:
 - the hot path (``touch``): progress and heartbeat; never bumps the version
   and never conflicts with a state write;
 - commands (``submit_command``, ``claim_commands``, ``complete_command``,
-  ``release_command``): cross-process control, claimed with a lease;
-- supervisor leases (``renew_leases``, ``expired_leases``): written only by
-  these two methods and judged by the store's clock; ``save`` never touches
-  them.
+  ``release_command``, ``command_records``): cross-process control, claimed
+  with a lease, completed with a recorded outcome;
+- nodes (``register_node``, ``renew_node``, ``release_node``, ``nodes``): one
+  lease per node, judged by the store's clock, whatever the number of tasks
+  the node holds (a task names its owner; the owner's node lease says whether
+  it is alive). There are no per-task leases.
+- counts (``task_counts``): grouped by status, bucket and owner.
 
 Every method may raise :class:`StoreClosed` after ``close()`` and
 :class:`StoreUnavailable` / :class:`StoreBusy` / :class:`StoreFull` when the
@@ -27,9 +30,10 @@ their own internal retries the same way.
 from __future__ import annotations
 
 import abc
+import asyncio
 import dataclasses
 import enum
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Self
@@ -50,7 +54,6 @@ from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 __all__ = [
     "Command",
     "CommandKind",
-    "ExpiredLease",
     "TaskStore",
 ]
 
@@ -79,15 +82,6 @@ class Command:
     target_owner: str | None = None
     claimed_by: str | None = None
     lease_expires_at: datetime | None = None
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ExpiredLease:
-    """A non-terminal task whose supervisor lease ran out (by the store's clock)."""
-
-    snapshot: TaskSnapshot
-    lease_owner: str | None
-    lease_expires_at: datetime | None
 
 
 class TaskStore(abc.ABC):
@@ -154,29 +148,29 @@ class TaskStore(abc.ABC):
         outcome, never its neighbours'. A store failure is the outcome
         ``FAILED`` for the writes it hit; :class:`StoreClosed` and
         :class:`PayloadError` (a bug of the caller: records are checked
-        before they get here) are raised. This default applies the writes
-        one by one; backends override it to commit a batch at once.
+        before they get here) are raised. This default issues the writes
+        concurrently (they touch different tasks); backends override it to
+        commit a batch at once.
         """
-        results: list[WriteResult] = []
-        for write in writes:
-            try:
-                if write.expect_version is None:
-                    await self.create(write.snapshot, write.transitions)
-                else:
-                    await self.save(write.snapshot, write.expect_version, write.transitions)
-            except (StoreClosed, PayloadError):
-                raise
-            except VersionConflict:
-                results.append(_CONFLICT)
-            except DuplicateTaskId:
-                results.append(_DUPLICATE)
-            except TaskNotFound:
-                results.append(_NOT_FOUND)
-            except StoreError as error:
-                results.append(WriteResult(outcome=WriteOutcome.FAILED, error=error))
+        return list(await asyncio.gather(*(self._apply_one(write) for write in writes)))
+
+    async def _apply_one(self, write: StateWrite) -> WriteResult:
+        try:
+            if write.expect_version is None:
+                await self.create(write.snapshot, write.transitions)
             else:
-                results.append(_WRITTEN)
-        return results
+                await self.save(write.snapshot, write.expect_version, write.transitions)
+        except (StoreClosed, PayloadError):
+            raise
+        except VersionConflict:
+            return _CONFLICT
+        except DuplicateTaskId:
+            return _DUPLICATE
+        except TaskNotFound:
+            return _NOT_FOUND
+        except StoreError as error:
+            return WriteResult(outcome=WriteOutcome.FAILED, error=error)
+        return _WRITTEN
 
     # -- history -------------------------------------------------------------
 

@@ -188,3 +188,17 @@ async def test_progress_and_heartbeats_reach_the_store_without_a_version(
         assert stored.progress.message == "row 1000"
         go.set()
         assert (await run.wait(5)).ok
+
+
+async def test_close_writes_every_pending_transition(store: TaskStore) -> None:
+    controller = Controller(store=store, owner="a", max_parallel=50)
+    async with controller:
+        controller.register("echo", echo)
+        runs = [await controller.submit("echo", i) for i in range(200)]
+    # No wait: close itself must leave the store holding every transition.
+    for run in runs:
+        assert await store.history(run.task_id) == list(run.transitions)
+        stored = await store.get(run.task_id)
+        assert stored is not None
+        assert stored.status_version == run.status_version
+    assert controller.persist_failures.pending_transitions == 0
