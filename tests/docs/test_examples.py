@@ -201,12 +201,30 @@ def test_sync_script_runs_from_plain_threads(example: Path) -> None:
     )
 
 
-#: Test modules owned elsewhere that run an example but carry no ``example``
-#: mark yet: they load the file by name at import. Mark them and drop the entry.
-AWAITING_MARK = {
-    "fastapi_app.py": "tests/embedding/test_fastapi.py",
-    "aiohttp_app.py": "tests/embedding/test_aiohttp.py",
-}
+@pytest.mark.example("cross_process.py")
+def test_cross_process_ops_console_stops_a_workers_task(example: Path) -> None:
+    lines = run_example(example)
+    listed = [line.split() for line in lines if line.startswith("job-")]
+    assert [(row[0], row[3]) for row in listed] == [("job-1", "running"), ("job-2", "running")]
+    assert_in_order(
+        lines,
+        [
+            "    task handles it holds: 0",
+            ">>> ops-console stops job-1 across processes",
+            "    request issued: True",
+            "    worker-1 claimed the command and stopped the task",
+            "worker-1: job-1 stopped, job-2 stopped",
+        ],
+    )
+    history = [line.split() for line in lines if line.strip()[:1].isdigit()]
+    assert [(row[1], row[3], row[5]) for row in history] == [
+        ("pending", "queued", "orchestrator:dependencies_resolved"),
+        ("queued", "starting", "scheduler:dispatch"),
+        ("starting", "running", "executor:launched"),
+        ("running", "stopping", "user:stop"),
+        ("stopping", "stopped", "runtime:stop_confirmed"),
+    ]
+    assert history[3][6:] == ["release", "window"]  # B's reason, in A's task history
 
 
 def marked_examples(path: Path) -> set[str]:
@@ -264,12 +282,6 @@ def test_every_example_is_run_by_a_test() -> None:
     run = {name: path for path in tests for name in marked_examples(path)}
     present = {path.name for path in EXAMPLES.glob("*.py")}
     assert sorted(set(run) - present) == [], "marks name examples that do not exist"
-    for name, module in AWAITING_MARK.items():
-        path = ROOT / module
-        if name in run or not path.exists() or name not in present:
-            continue
-        if name in path.read_text() and "def test_" in path.read_text():
-            run[name] = path
     assert sorted(present - set(run)) == [], "these examples are run by no test"
 
 

@@ -12,12 +12,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from chongming import Controller, ControlWindows, TaskStatus
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "aiohttp_app.py"
+pytestmark = pytest.mark.example("aiohttp_app.py")
 FAST = ControlWindows(stop_grace=0.3, cancel_window=0.3, pause_window=0.5)
 BOUND = 10.0
 

@@ -13,12 +13,14 @@ from types import ModuleType
 from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 from fastapi import FastAPI
 
 from chongming import Controller, ControlWindows, TaskStatus
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "fastapi_app.py"
+pytestmark = pytest.mark.example("fastapi_app.py")
 FAST = ControlWindows(stop_grace=0.3, cancel_window=0.3, pause_window=0.5)
 BOUND = 10.0
 
