@@ -13,7 +13,6 @@ task's history as the store recorded it. Swap the path for a
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,12 +49,12 @@ async def worker(db: str) -> None:
 
 
 async def ops_console(db: str) -> None:
-    process = subprocess.Popen(
-        [sys.executable, __file__, "--worker", db], stdout=subprocess.PIPE, text=True
+    worker_process = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--worker", db, stdout=asyncio.subprocess.PIPE
     )
+    assert worker_process.stdout is not None
     try:
-        assert process.stdout is not None
-        line = await asyncio.to_thread(process.stdout.readline)
+        line = (await worker_process.stdout.readline()).decode()
         assert line.strip() == WORKER_READY, line
         async with Controller(store=db, owner="ops-console") as console:
             print("--- what ops-console sees (it holds none of these tasks) ---")
@@ -76,14 +75,12 @@ async def ops_console(db: str) -> None:
                     f"{step.to_status.value:<10} by {step.trigger:<24} {step.reason or ''}".rstrip()
                 )
             await console.stop("job-2", reason="end of demo")
-        finished = await asyncio.to_thread(process.stdout.readline)
+        finished = (await worker_process.stdout.readline()).decode()
         print()
         print(finished.strip())
     finally:
-        if process.poll() is None:
-            process.wait(timeout=30)
-        if process.stdout is not None:
-            process.stdout.close()
+        if worker_process.returncode is None:
+            await asyncio.wait_for(worker_process.wait(), 30)
 
 
 def main() -> None:
