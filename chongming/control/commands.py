@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from chongming.errors import StoreClosed, StoreError
 from chongming.run.host import OwnedTasks
 from chongming.stores.base import Command, TaskStore
+from chongming.stores.checks import MAX_OUTCOME_CHARS
 
 __all__ = ["CommandPoller"]
 
@@ -113,7 +114,9 @@ class CommandPoller:
                 await self._store.release_command(command.command_id, self._owner)
                 self.released += 1
             else:
-                await self._store.complete_command(command.command_id, self._owner)
+                await self._store.complete_command(
+                    command.command_id, self._owner, outcome=outcome[:MAX_OUTCOME_CHARS]
+                )
                 self.applied += 1
                 _log.info("command %s %s: %s", command.kind, command.task_id, outcome)
         except StoreError as error:

@@ -2,7 +2,6 @@
 
 from chongming.stores.base import Command as Command
 from chongming.stores.base import CommandKind as CommandKind
-from chongming.stores.base import ExpiredLease as ExpiredLease
 from chongming.stores.base import TaskStore as TaskStore
 from chongming.stores.memory import InMemoryTaskStore as InMemoryTaskStore
 from chongming.stores.sqlite import SqliteTaskStore as SqliteTaskStore

@@ -30,7 +30,6 @@ their own internal retries the same way.
 from __future__ import annotations
 
 import abc
-import asyncio
 import dataclasses
 import enum
 from collections.abc import Sequence
@@ -48,13 +47,16 @@ from chongming.errors import (
 )
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 __all__ = [
     "Command",
     "CommandKind",
+    "CommandState",
     "TaskStore",
+    "count_key",
+    "is_stored",
 ]
 
 
@@ -145,32 +147,54 @@ class TaskStore(abc.ABC):
 
         Each write is atomic (``create`` when ``expect_version`` is None, else
         ``save``). A conflict, a duplicate or a missing task is that write's
-        outcome, never its neighbours'. A store failure is the outcome
-        ``FAILED`` for the writes it hit; :class:`StoreClosed` and
-        :class:`PayloadError` (a bug of the caller: records are checked
-        before they get here) are raised. This default issues the writes
-        concurrently (they touch different tasks); backends override it to
+        outcome, never its neighbours'. ``FAILED`` means *not written*: a
+        write whose outcome the store could not tell is re-read first, and a
+        write re-sent after such a failure whose effect is already stored
+        (the same snapshot at the new version, its transitions in the history)
+        is reported ``WRITTEN``, never ``CONFLICT`` or ``DUPLICATE``.
+        :class:`StoreClosed` and :class:`PayloadError` (a bug of the caller:
+        records are checked before they get here) are raised. This default
+        applies the writes one by one; the built-in backends override it to
         commit a batch at once.
-        """
-        return list(await asyncio.gather(*(self._apply_one(write) for write in writes)))
 
-    async def _apply_one(self, write: StateWrite) -> WriteResult:
-        try:
-            if write.expect_version is None:
-                await self.create(write.snapshot, write.transitions)
+        Cancellation: writes already handed to the backend may still commit;
+        the caller re-reads (or re-sends, which is safe) to find out.
+        """
+        results: list[WriteResult] = []
+        for write in writes:
+            try:
+                if write.expect_version is None:
+                    await self.create(write.snapshot, write.transitions)
+                else:
+                    await self.save(write.snapshot, write.expect_version, write.transitions)
+            except (StoreClosed, PayloadError):
+                raise
+            except VersionConflict as conflict:
+                results.append(await self._resent(write, conflict.actual, _CONFLICT))
+            except DuplicateTaskId:
+                results.append(await self._resent(write, write.snapshot.status_version, _DUPLICATE))
+            except TaskNotFound:
+                results.append(_NOT_FOUND)
+            except StoreError as error:
+                results.append(WriteResult(outcome=WriteOutcome.FAILED, error=error))
             else:
-                await self.save(write.snapshot, write.expect_version, write.transitions)
-        except (StoreClosed, PayloadError):
+                results.append(_WRITTEN)
+        return results
+
+    async def _resent(
+        self, write: StateWrite, current: int | None, lost: WriteResult
+    ) -> WriteResult:
+        """``WRITTEN`` when ``write`` is already stored (a re-send), else ``lost``."""
+        if current != write.snapshot.status_version:
+            return lost
+        try:
+            if await is_stored(self, write):
+                return _WRITTEN
+        except StoreClosed:
             raise
-        except VersionConflict:
-            return _CONFLICT
-        except DuplicateTaskId:
-            return _DUPLICATE
-        except TaskNotFound:
-            return _NOT_FOUND
-        except StoreError as error:
-            return WriteResult(outcome=WriteOutcome.FAILED, error=error)
-        return _WRITTEN
+        except StoreError:
+            pass  # cannot tell: the loser's outcome stands (nothing of this call was written)
+        return lost
 
     # -- history -------------------------------------------------------------
 
@@ -212,8 +236,16 @@ class TaskStore(abc.ABC):
         get the same command while its lease runs."""
 
     @abc.abstractmethod
-    async def complete_command(self, command_id: str, owner: str) -> bool:
-        """Mark a command done. Returns False if ``owner`` no longer holds its lease."""
+    async def complete_command(
+        self, command_id: str, owner: str, outcome: str | None = None
+    ) -> bool:
+        """Mark a command done and record ``outcome`` (what became of it) and the time.
+
+        Returns False if ``owner`` no longer holds its lease (nothing is
+        written then). ``outcome`` is checked like any stored text (no NUL,
+        no lone surrogates, at most :data:`~chongming.stores.checks.MAX_OUTCOME_CHARS`
+        characters): :class:`PayloadError` otherwise.
+        """
 
     @abc.abstractmethod
     async def release_command(self, command_id: str, owner: str) -> bool:
@@ -228,62 +260,96 @@ class TaskStore(abc.ABC):
 
         await anyio.sleep_forever()
 
-    # -- supervisor leases ---------------------------------------------------
-
     @abc.abstractmethod
-    async def renew_leases(
-        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
-    ) -> None:
-        """Set ``owner``'s lease on these tasks to expire ``ttl_seconds`` from the store's now."""
-
-    @abc.abstractmethod
-    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
-        """Non-terminal tasks whose lease expired (or that never had one), by the store's clock.
-
-        ``buckets`` restricts the search to those buckets (``None``: all).
-        """
+    async def command_records(
+        self, *, task_id: str | None = None, limit: int = 100
+    ) -> list[CommandRecord]:
+        """Commands newest first (``created_at`` then ``command_id``, descending), of one
+        task or all, at most ``limit``, each with its :class:`CommandState` (judged by
+        the store's clock: a claim whose lease ran out is ``pending`` again) and its
+        recorded outcome."""
 
     # -- nodes (one lease per node) -------------------------------------------
-    # Not yet abstract: every built-in backend implements them; a third-party
-    # backend written against an earlier port raises NotImplementedError here.
 
+    @abc.abstractmethod
     async def register_node(self, info: NodeInfo, *, ttl_seconds: float) -> NodeRecord:
         """Register ``info.owner`` with a lease ``ttl_seconds`` from the store's now.
 
         Takes over the row when it is absent, expired, or of the same
-        incarnation. Raises :class:`NodeConflict` (naming the other's host and
-        pid) when a live node of another incarnation holds the owner name;
-        nothing is written then.
+        incarnation (``started_at`` is kept for the same incarnation). Raises
+        :class:`NodeConflict` (naming the other's host and pid) when a live
+        node of another incarnation holds the owner name; nothing is written
+        then. Atomic: of two processes registering one owner at once, exactly
+        one wins.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not keep nodes")
 
+    @abc.abstractmethod
     async def renew_node(self, owner: str, incarnation: str, *, ttl_seconds: float) -> bool:
-        """Extend this node's lease (one row, whatever its task count).
+        """Extend this node's lease to ``ttl_seconds`` from the store's now (one row,
+        whatever its task count).
 
         False when the row is gone or belongs to another incarnation: this
-        node was replaced and must stop acting as ``owner``.
+        node was replaced and must stop acting as ``owner``. A node's own row
+        is renewed even after its lease ran out, as long as nobody took it.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not keep nodes")
 
+    @abc.abstractmethod
     async def release_node(self, owner: str, incarnation: str) -> None:
-        """On a clean close: the lease expires now, so its tasks are judged at once."""
-        raise NotImplementedError(f"{type(self).__name__} does not keep nodes")
+        """On a clean close: the lease expires now, so its tasks are judged at once.
 
+        A row of another incarnation is left alone.
+        """
+
+    @abc.abstractmethod
     async def nodes(self) -> list[NodeRecord]:
-        """Every node row, live or expired, ``live`` judged by the store's clock."""
-        raise NotImplementedError(f"{type(self).__name__} does not keep nodes")
+        """Every node row, live or expired, ordered by owner; ``live`` judged by the
+        store's clock at read time."""
 
     # -- what the CLI and reports read ----------------------------------------
 
-    async def command_records(
-        self, *, task_id: str | None = None, limit: int = 100
-    ) -> list[CommandRecord]:
-        """Commands newest first (of one task, or all), with state and recorded outcome."""
-        raise NotImplementedError(f"{type(self).__name__} does not list commands")
-
+    @abc.abstractmethod
     async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
-        """Task counts grouped by (status, bucket, owner): stats and bucket reports."""
-        raise NotImplementedError(f"{type(self).__name__} does not count tasks")
+        """Task counts grouped by (status, bucket, owner), sorted by :func:`count_key`.
+
+        ``active_only``: only unfinished tasks (statuses in ``ACTIVE_STATUSES``).
+        """
+
+
+def count_key(count: TaskCount) -> tuple[str, bool, int, bool, str]:
+    """The order of :meth:`TaskStore.task_counts`: status, then bucket and owner, ``None`` first."""
+    return (
+        count.status.value,
+        count.bucket is not None,
+        count.bucket or 0,
+        count.owner is not None,
+        count.owner or "",
+    )
+
+
+async def is_stored(store: TaskStore, write: StateWrite) -> bool:
+    """Does ``store`` hold exactly what ``write`` writes (a re-read after an unknown outcome)?
+
+    The snapshot is compared in its stored form, except the hot-path fields
+    (progress, heartbeat) that ``touch`` may have changed since; every
+    transition of the write must be in the history as given.
+    """
+    from chongming.stores.stored import as_stored, utc_transition
+
+    stored = await store.get(write.snapshot.task_id)
+    if stored is None:
+        return False
+    ours = as_stored(write.snapshot, None)
+    if (
+        dataclasses.replace(
+            stored, progress=ours.progress, last_heartbeat_at=ours.last_heartbeat_at
+        )
+        != ours
+    ):
+        return False
+    if not write.transitions:
+        return True
+    history = {t.version: t for t in await store.history(write.snapshot.task_id)}
+    return all(history.get(t.version) == utc_transition(t) for t in write.transitions)
 
 
 _WRITTEN = WriteResult(outcome=WriteOutcome.WRITTEN)

@@ -22,16 +22,23 @@ from chongming.state.payload import (
 from chongming.state.records import Failure, Progress, TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command
+from chongming.stores.nodes import NodeInfo
 
 __all__ = [
+    "MAX_NODE_TEXT_CHARS",
+    "MAX_OUTCOME_CHARS",
     "check_command",
     "check_failure",
+    "check_limit_arg",
+    "check_node",
+    "check_outcome",
     "check_progress",
     "check_snapshot",
     "check_snapshot_text",
     "check_text",
     "check_time",
     "check_transitions",
+    "check_ttl",
 ]
 
 
@@ -153,3 +160,72 @@ def check_command(command: Command) -> None:
     check_text(command.actor, "actor")
     check_text(command.reason, "reason")
     check_text(command.target_owner, "target_owner")
+
+
+#: The longest command outcome a store keeps (characters).
+MAX_OUTCOME_CHARS = 2000
+#: The longest owner, host, version or incarnation a node row keeps (characters).
+MAX_NODE_TEXT_CHARS = 512
+_INT64 = 1 << 63
+
+
+def _check_capped(value: object, what: str, cap: int, *, empty: bool = True) -> None:
+    if not isinstance(value, str):
+        raise PayloadError(what, f"must be a string, got {type(value).__name__}")
+    check_text(value, what)
+    if not empty and not value:
+        raise PayloadError(what, "must not be empty")
+    if len(value) > cap:
+        raise PayloadError(what, f"is {len(value)} characters long; at most {cap} are kept")
+
+
+def check_outcome(outcome: object) -> None:
+    """A command outcome: ``None`` or text without NUL or lone surrogates, capped."""
+    if outcome is not None:
+        _check_capped(outcome, "command outcome", MAX_OUTCOME_CHARS)
+
+
+def _check_int(value: object, what: str, low: int, high: int) -> None:
+    if type(value) is not int:
+        raise PayloadError(what, f"must be an int, got {type(value).__name__}")
+    if not low <= value < high:
+        raise PayloadError(what, f"must be in [{low}, {high}), got {value}")
+
+
+def check_node(info: NodeInfo) -> None:
+    """Every field of a node row: capped texts, 64-bit ints, buckets within ``num_buckets``."""
+    _check_capped(info.owner, "node owner", MAX_NODE_TEXT_CHARS, empty=False)
+    _check_capped(info.incarnation, "node incarnation", MAX_NODE_TEXT_CHARS, empty=False)
+    _check_capped(info.host, "node host", MAX_NODE_TEXT_CHARS)
+    _check_capped(info.version, "node version", MAX_NODE_TEXT_CHARS)
+    _check_int(info.pid, "node pid", -_INT64, _INT64)
+    _check_int(info.num_buckets, "node num_buckets", 1, 1 << 31)
+    if info.owned_buckets is not None:
+        if not isinstance(info.owned_buckets, frozenset):
+            raise PayloadError("node owned_buckets", "must be a frozenset of ints or None")
+        for bucket in info.owned_buckets:
+            _check_int(bucket, "node owned bucket", 0, info.num_buckets)
+
+
+def check_ttl(ttl_seconds: object, what: str = "ttl_seconds") -> float:
+    """A positive, finite number of seconds (``ConfigurationError`` otherwise)."""
+    from chongming.errors import ConfigurationError
+
+    if (
+        isinstance(ttl_seconds, bool)
+        or not isinstance(ttl_seconds, int | float)
+        or not 0 < ttl_seconds < 10**9
+    ):
+        raise ConfigurationError(
+            f"{what} must be a positive number of seconds, got {ttl_seconds!r}"
+        )
+    return float(ttl_seconds)
+
+
+def check_limit_arg(limit: object) -> int:
+    """A positive row limit for a listing (``ConfigurationError`` otherwise)."""
+    from chongming.errors import ConfigurationError
+
+    if type(limit) is not int or limit < 1:
+        raise ConfigurationError(f"limit must be a positive int, got {limit!r}")
+    return limit

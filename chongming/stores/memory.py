@@ -8,7 +8,7 @@ form (:func:`~chongming.state.payload.json_form`: a tuple becomes a list, an
 int key a string), so every store answers the same for the same input. Naive
 datetimes are refused, as by every store.
 
-The store clock (for command and supervisor leases) is injectable so tests can
+The store clock (command leases and node leases) is injectable so tests can
 move time: ``InMemoryTaskStore(clock=fake.now)``.
 """
 
@@ -16,32 +16,42 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Collection, Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from chongming.errors import DuplicateTaskId, StoreClosed, TaskNotFound, VersionConflict
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, json_form
+from chongming.errors import (
+    DuplicateTaskId,
+    NodeConflict,
+    StoreClosed,
+    TaskNotFound,
+    VersionConflict,
+)
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.state.status import ACTIVE_STATUSES
+from chongming.stores.base import Command, TaskStore, count_key
 from chongming.stores.checks import (
     check_command,
-    check_snapshot_text,
+    check_limit_arg,
+    check_node,
+    check_outcome,
     check_time,
     check_transitions,
+    check_ttl,
 )
-from chongming.stores.codec import encode_failure, encode_progress
+from chongming.stores.codec import encode_progress
+from chongming.stores.nodes import (
+    CommandRecord,
+    CommandState,
+    NodeInfo,
+    NodeRecord,
+    TaskCount,
+)
+from chongming.stores.stored import as_stored, utc_transition
 
 __all__ = ["InMemoryTaskStore"]
-
-_TIME_FIELDS = (
-    "created_at",
-    "updated_at",
-    "queued_at",
-    "started_at",
-    "finished_at",
-    "last_heartbeat_at",
-)
 
 
 def _utc_now() -> datetime:
@@ -50,42 +60,6 @@ def _utc_now() -> datetime:
 
 def _utc(value: datetime) -> datetime:
     return value if value.tzinfo is UTC else value.astimezone(UTC)
-
-
-def _as_stored(snapshot: TaskSnapshot, limit: int | None) -> TaskSnapshot:
-    """Checked, with UTC datetimes and JSON-form payloads: what an SQL store reads back."""
-    check_snapshot_text(snapshot)
-    encode_progress(snapshot.progress, limit)  # the same checks and cap as the SQL stores
-    encode_failure(snapshot.failure, limit)
-    changes: dict[str, object] = {}
-    for name in _TIME_FIELDS:
-        value = getattr(snapshot, name)
-        if value is not None and value.tzinfo is not UTC:
-            changes[name] = value.astimezone(UTC)
-    result = snapshot.result
-    if result is not None:
-        changes["result"] = json_form(result, "result", limit)
-    if snapshot.args:
-        changes["args"] = tuple(json_form(list(snapshot.args), "args", limit))
-    elif type(snapshot.args) is not tuple:
-        changes["args"] = ()
-    if snapshot.kwargs:
-        changes["kwargs"] = json_form(dict(snapshot.kwargs), "kwargs", limit)
-    elif type(snapshot.kwargs) is not dict:
-        changes["kwargs"] = {}
-    return dataclasses.replace(snapshot, **changes) if changes else snapshot  # type: ignore[arg-type]
-
-
-def _utc_transition(transition: Transition) -> Transition:
-    if transition.at.tzinfo is UTC:
-        return transition
-    return dataclasses.replace(transition, at=transition.at.astimezone(UTC))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Lease:
-    owner: str
-    expires_at: datetime
 
 
 class InMemoryTaskStore(TaskStore):
@@ -105,9 +79,9 @@ class InMemoryTaskStore(TaskStore):
         self._limit = check_limit(max_payload_bytes)
         self._tasks: dict[str, TaskSnapshot] = {}
         self._history: dict[str, dict[int, Transition]] = {}
-        self._leases: dict[str, _Lease] = {}
+        self._nodes: dict[str, NodeRecord] = {}
         self._commands: dict[str, Command] = {}
-        self._finished_commands: set[str] = set()
+        self._outcomes: dict[str, tuple[str | None, datetime]] = {}
         self._hint: asyncio.Event | None = None
         self._closed = False
 
@@ -137,7 +111,7 @@ class InMemoryTaskStore(TaskStore):
 
     async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         self._check_open()
-        stored = _as_stored(snapshot, self._limit)
+        stored = as_stored(snapshot, self._limit)
         check_transitions(transitions)
         if snapshot.task_id in self._tasks:
             raise DuplicateTaskId(snapshot.task_id)
@@ -151,7 +125,7 @@ class InMemoryTaskStore(TaskStore):
         transitions: Sequence[Transition] = (),
     ) -> None:
         self._check_open()
-        stored = _as_stored(snapshot, self._limit)
+        stored = as_stored(snapshot, self._limit)
         check_transitions(transitions)
         current = self._tasks.get(snapshot.task_id)
         if current is None:
@@ -178,7 +152,7 @@ class InMemoryTaskStore(TaskStore):
     def _append(self, transitions: Sequence[Transition]) -> None:
         for transition in transitions:
             versions = self._history.setdefault(transition.task_id, {})
-            versions.setdefault(transition.version, _utc_transition(transition))
+            versions.setdefault(transition.version, utc_transition(transition))
 
     async def append(self, transitions: Sequence[Transition]) -> None:
         self._check_open()
@@ -235,7 +209,7 @@ class InMemoryTaskStore(TaskStore):
         free = [
             c
             for c in self._commands.values()
-            if c.command_id not in self._finished_commands
+            if c.command_id not in self._outcomes
             and (c.target_owner is None or c.target_owner == owner)
             and (c.claimed_by is None or c.lease_expires_at is None or c.lease_expires_at <= now)
         ]
@@ -249,16 +223,19 @@ class InMemoryTaskStore(TaskStore):
 
     def _held(self, command_id: str, owner: str) -> Command | None:
         command = self._commands.get(command_id)
-        if command is None or command_id in self._finished_commands:
+        if command is None or command_id in self._outcomes:
             return None
         return command if command.claimed_by == owner else None
 
-    async def complete_command(self, command_id: str, owner: str) -> bool:
+    async def complete_command(
+        self, command_id: str, owner: str, outcome: str | None = None
+    ) -> bool:
         self._check_open()
+        check_outcome(outcome)
         command = self._held(command_id, owner)
         if command is None:
             return False
-        self._finished_commands.add(command_id)
+        self._outcomes[command_id] = (outcome, self._now())
         self._commands[command_id] = dataclasses.replace(command, lease_expires_at=None)
         return True
 
@@ -280,35 +257,105 @@ class InMemoryTaskStore(TaskStore):
         await self._hint.wait()
         self._check_open()
 
-    # -- supervisor leases ---------------------------------------------------
-
-    async def renew_leases(
-        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
-    ) -> None:
+    async def command_records(
+        self, *, task_id: str | None = None, limit: int = 100
+    ) -> list[CommandRecord]:
         self._check_open()
-        lease = _Lease(owner, self._now() + timedelta(seconds=ttl_seconds))
-        for task_id in task_ids:
-            if task_id in self._tasks:
-                self._leases[task_id] = lease
+        check_limit_arg(limit)
+        now = self._now()
+        found = [c for c in self._commands.values() if task_id is None or c.task_id == task_id]
+        found.sort(key=lambda c: (c.created_at, c.command_id), reverse=True)
+        records = []
+        for command in found[:limit]:
+            done = self._outcomes.get(command.command_id)
+            if done is not None:
+                records.append(
+                    CommandRecord(
+                        command=command,
+                        state=CommandState.DONE,
+                        outcome=done[0],
+                        completed_at=done[1],
+                    )
+                )
+                continue
+            claimed = (
+                command.claimed_by is not None
+                and command.lease_expires_at is not None
+                and command.lease_expires_at > now
+            )
+            state = CommandState.CLAIMED if claimed else CommandState.PENDING
+            records.append(CommandRecord(command=command, state=state))
+        return records
 
-    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
+    # -- nodes -----------------------------------------------------------------
+
+    async def register_node(self, info: NodeInfo, *, ttl_seconds: float) -> NodeRecord:
+        self._check_open()
+        check_node(info)
+        ttl = check_ttl(ttl_seconds)
+        now = self._now()
+        current = self._nodes.get(info.owner)
+        started = now
+        if current is not None:
+            same = current.info.incarnation == info.incarnation
+            if not same and current.lease_expires_at > now:
+                raise NodeConflict(info.owner, current.info.host, current.info.pid)
+            if same:
+                started = current.started_at
+        record = NodeRecord(
+            info=info,
+            started_at=started,
+            renewed_at=now,
+            lease_expires_at=now + timedelta(seconds=ttl),
+            live=True,
+        )
+        self._nodes[info.owner] = record
+        return record
+
+    def _own_node(self, owner: str, incarnation: str) -> NodeRecord | None:
+        current = self._nodes.get(owner)
+        if current is None or current.info.incarnation != incarnation:
+            return None
+        return current
+
+    async def renew_node(self, owner: str, incarnation: str, *, ttl_seconds: float) -> bool:
+        self._check_open()
+        ttl = check_ttl(ttl_seconds)
+        current = self._own_node(owner, incarnation)
+        if current is None:
+            return False
+        now = self._now()
+        self._nodes[owner] = dataclasses.replace(
+            current, renewed_at=now, lease_expires_at=now + timedelta(seconds=ttl)
+        )
+        return True
+
+    async def release_node(self, owner: str, incarnation: str) -> None:
+        self._check_open()
+        current = self._own_node(owner, incarnation)
+        if current is not None:
+            self._nodes[owner] = dataclasses.replace(current, lease_expires_at=self._now())
+
+    async def nodes(self) -> list[NodeRecord]:
         self._check_open()
         now = self._now()
-        expired = []
-        for snapshot in self._tasks.values():
-            if snapshot.is_terminal:
-                continue
-            if buckets is not None and snapshot.bucket not in buckets:
-                continue
-            lease = self._leases.get(snapshot.task_id)
-            if lease is not None and lease.expires_at > now:
-                continue
-            expired.append(
-                ExpiredLease(
-                    snapshot=snapshot,
-                    lease_owner=None if lease is None else lease.owner,
-                    lease_expires_at=None if lease is None else lease.expires_at,
-                )
-            )
-        expired.sort(key=lambda e: (e.snapshot.created_at, e.snapshot.task_id))
-        return expired
+        return [
+            dataclasses.replace(record, live=record.lease_expires_at > now)
+            for _, record in sorted(self._nodes.items())
+        ]
+
+    # -- counts ----------------------------------------------------------------
+
+    async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
+        self._check_open()
+        counter = Counter(
+            (s.status, s.bucket, s.owner)
+            for s in self._tasks.values()
+            if not active_only or s.status in ACTIVE_STATUSES
+        )
+        counts = [
+            TaskCount(status=status, bucket=bucket, owner=owner, count=count)
+            for (status, bucket, owner), count in counter.items()
+        ]
+        counts.sort(key=count_key)
+        return counts

@@ -14,7 +14,6 @@ from chongming.stores.memory import InMemoryTaskStore
 from chongming.stores.sqlite import SqliteTaskStore
 from tests.stores.pg_support import PgStoreFactory, admin_connection, require_postgres
 
-_LEASE = [("lease_owner", "TEXT"), ("lease_expires_at", "INTEGER")]
 _PG_TYPES = {"timestamptz": "timestamp with time zone"}
 
 
@@ -33,7 +32,7 @@ async def test_the_sqlite_schema_is_the_column_table() -> None:
         conn = store._writer_conn  # the schema as SQLite reports it
         assert conn is not None
         found = [(row[1], row[2]) for row in await conn.fetchall("PRAGMA table_info(tasks)")]
-    assert found == [(c.name, c.sqlite) for c in TASK_COLUMNS] + _LEASE
+    assert found == [(c.name, c.sqlite) for c in TASK_COLUMNS]
 
 
 @pytest.mark.postgres
@@ -51,11 +50,7 @@ async def test_the_postgres_schema_is_the_column_table() -> None:
             )
         found = [(row["attname"], row["type"]) for row in rows]
         expected = [(c.name, _PG_TYPES.get(c.postgres, c.postgres)) for c in TASK_COLUMNS]
-        assert found == [
-            *expected,
-            ("lease_owner", "text"),
-            ("lease_expires_at", "timestamp with time zone"),
-        ]
+        assert found == expected
     finally:
         await factory.cleanup()
 

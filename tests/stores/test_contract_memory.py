@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
-from chongming.testing.store_contract import StoreContract, make_snapshot
+from chongming.testing.store_contract import StoreContract
 
 
 class ManualClock:
@@ -53,14 +53,15 @@ async def test_wait_command_hint_wakes_on_submit() -> None:
     await asyncio.wait_for(asyncio.gather(second, return_exceptions=True), timeout=1)
 
 
-async def test_lease_expiry_follows_the_injected_clock() -> None:
+async def test_node_leases_follow_the_injected_clock() -> None:
+    from chongming.stores.nodes import NodeInfo
+
     clock = ManualClock()
     store = InMemoryTaskStore(clock=clock)
-    await store.create(make_snapshot("t"))
-    await store.renew_leases("node", ["t"], ttl_seconds=10)
-    assert await store.expired_leases() == []
+    info = NodeInfo(owner="n", incarnation="i", host="h", pid=1, version="1", num_buckets=4)
+    record = await store.register_node(info, ttl_seconds=10)
+    assert record.lease_expires_at == clock.now + timedelta(seconds=10)
     clock.advance(9.999)
-    assert await store.expired_leases() == []
+    assert [r.live for r in await store.nodes()] == [True]
     clock.advance(0.001)
-    (lease,) = await store.expired_leases()
-    assert lease.lease_expires_at == clock.now
+    assert [r.live for r in await store.nodes()] == [False]

@@ -13,6 +13,7 @@ from chongming.errors import SchemaError, StoreError
 from chongming.state.query import TaskQuery
 from chongming.stores.base import Command, CommandKind
 from chongming.stores.postgres import PostgresTaskStore
+from chongming.stores.postgres.schema import SCHEMA_VERSION
 from chongming.testing.store_contract import make_snapshot
 from tests.stores.pg_support import (
     PgStoreFactory,
@@ -80,12 +81,15 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
             )
         )
         version = await conn.fetchval(f'SELECT max(version) FROM "{store.schema}".schema_version')
-    assert tables == {"tasks", "transitions", "commands", "schema_version"}
+    assert tables == {"tasks", "transitions", "commands", "nodes", "schema_version"}
     assert {"tasks_status_idx", "tasks_bucket_idx", "tasks_owner_idx", "tasks_name_idx"} <= indexes
+    assert {"tasks_counts_idx", "commands_created_idx", "commands_task_created_idx"} <= indexes
+    assert "tasks_lease_idx" not in indexes
+    assert "lease_owner" not in kinds
     for column in ("args", "kwargs", "result", "progress", "failure"):
         assert kinds[column] == "jsonb", column
     assert kinds["created_at"] == "timestamp with time zone"
-    assert version == 1
+    assert version == 2
 
 
 async def test_concurrent_first_connects_all_succeed(factory: PgStoreFactory) -> None:
@@ -96,7 +100,7 @@ async def test_concurrent_first_connects_all_succeed(factory: PgStoreFactory) ->
     assert await stores[5].get("t") is not None
     async with admin_connection() as conn:
         rows = await conn.fetchval(f'SELECT count(*) FROM "{schema}".schema_version')
-    assert rows == 1
+    assert rows == SCHEMA_VERSION  # each migration recorded once
 
 
 async def test_a_newer_schema_version_is_refused(factory: PgStoreFactory) -> None:

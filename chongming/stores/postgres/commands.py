@@ -1,25 +1,29 @@
-"""Commands (claimed with leases) and supervisor leases, on the server's clock.
+"""Commands (claimed with leases) and node leases, on the server's clock.
 
 Kept apart from the snapshot half of the store because the consistency story
 differs: a claim is made unambiguous by a per-call claim token (after a
 connection error, the rows carrying the token are exactly what the lost call
-claimed), and completions are resolved by re-reading the command row.
+claimed), completions are resolved by re-reading the command row, and a
+registration by re-reading the node row (ours if it carries our incarnation).
+Renewals and releases are idempotent and simply retried.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from chongming.errors import ConfigurationError, StoreError, StoreUnavailable
-from chongming.stores.base import Command, ExpiredLease
+from chongming.errors import ConfigurationError, NodeConflict, StoreError, StoreUnavailable
+from chongming.stores.base import Command
+from chongming.stores.checks import check_limit_arg, check_node, check_outcome, check_ttl
+from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
 from chongming.stores.postgres.sql import Statements
 
-__all__ = ["CommandsAndLeases", "channel_for", "notify_payload"]
+__all__ = ["CommandsAndNodes", "channel_for", "notify_payload"]
 
 T = TypeVar("T")
 Work = Callable[[Any], Awaitable[T]]
@@ -50,8 +54,8 @@ def channel_for(schema: str) -> str:
     return channel
 
 
-class CommandsAndLeases:
-    """Command and lease operations; the store supplies the I/O.
+class CommandsAndNodes:
+    """Command and node operations; the store supplies the I/O.
 
     ``read`` runs work with bounded retries (idempotent operations);
     ``once`` runs it a single time and lets connection errors through raw, so
@@ -123,7 +127,8 @@ class CommandsAndLeases:
         ordered = sorted(records or (), key=lambda row: (row["created_at"], row["command_id"]))
         return [rows.command_from_row(row) for row in ordered]
 
-    async def complete(self, command_id: str, owner: str) -> bool:
+    async def complete(self, command_id: str, owner: str, outcome: str | None) -> bool:
+        check_outcome(outcome)
         what = f"completing command {command_id!r}"
         done = False
 
@@ -136,7 +141,7 @@ class CommandsAndLeases:
             return done
 
         status = await self._ambiguous(
-            what, lambda c: c.execute(self._sql.complete, command_id, owner), resolve
+            what, lambda c: c.execute(self._sql.complete, command_id, owner, outcome), resolve
         )
         return done if status is None else status.endswith(" 1")
 
@@ -153,37 +158,77 @@ class CommandsAndLeases:
         )
         return True if status is None else status.endswith(" 1")
 
-    async def renew(self, owner: str, task_ids: Collection[str], ttl_seconds: float) -> None:
-        if not ttl_seconds > 0:
-            raise ConfigurationError(f"ttl_seconds must be positive, got {ttl_seconds}")
-        ids = sorted(set(task_ids))
-        if not ids:
-            return
-        # Idempotent (the expiry is recomputed from the server's clock): plain retries.
-        await self._read(
-            f"renewing leases of {owner!r}",
-            lambda c: c.execute(self._sql.renew, owner, ids, float(ttl_seconds)),
-        )
-
-    async def expired(self, buckets: Collection[int] | None) -> list[ExpiredLease]:
-        if buckets is None:
+    async def records(self, task_id: str | None, limit: int) -> list[CommandRecord]:
+        check_limit_arg(limit)
+        if task_id is None:
             found = await self._read(
-                "reading expired leases", lambda c: c.fetch(self._sql.expired_all)
+                "listing commands", lambda c: c.fetch(self._sql.records_all, limit)
             )
         else:
-            wanted = sorted(set(buckets))
             found = await self._read(
-                "reading expired leases",
-                lambda c: c.fetch(self._sql.expired_in_buckets, wanted),
+                f"listing the commands of {task_id!r}",
+                lambda c: c.fetch(self._sql.records_of_task, task_id, limit),
             )
-        return [
-            ExpiredLease(
-                snapshot=rows.snapshot_from_row(row),
-                lease_owner=row["lease_owner"],
-                lease_expires_at=row["lease_expires_at"],
+        return [_record_from_row(row) for row in found]
+
+    # -- nodes -----------------------------------------------------------------
+
+    async def register_node(self, info: NodeInfo, ttl_seconds: float) -> NodeRecord:
+        check_node(info)
+        ttl = check_ttl(ttl_seconds)
+        owned = None if info.owned_buckets is None else sorted(info.owned_buckets)
+        args = (
+            info.owner,
+            info.incarnation,
+            info.host,
+            info.pid,
+            info.version,
+            info.num_buckets,
+            owned,
+            ttl,
+        )
+        what = f"registering node {info.owner!r}"
+        for _ in range(self._attempts):
+            mine: Any = None
+
+            async def resolve() -> bool:
+                nonlocal mine
+                row = await self._read(what, lambda c: c.fetchrow(self._sql.get_node, info.owner))
+                if row is not None and row["incarnation"] == info.incarnation:
+                    mine = row
+                    return True
+                return False  # not taken: run it again
+
+            taken = await self._ambiguous(
+                what, lambda c: c.fetchrow(self._sql.register_node, *args), resolve
             )
-            for row in found
-        ]
+            row = mine if taken is None else taken
+            if row is not None:
+                return _node_from_row(row)
+            holder = await self._read(what, lambda c: c.fetchrow(self._sql.get_node, info.owner))
+            if holder is not None and holder["live"]:
+                raise NodeConflict(info.owner, holder["host"], holder["pid"])
+            # The holder's lease ran out (or the row went) between the two statements: again.
+        raise StoreUnavailable(f"{what}: the owner's row kept changing; try again")
+
+    async def renew_node(self, owner: str, incarnation: str, ttl_seconds: float) -> bool:
+        ttl = check_ttl(ttl_seconds)
+        # Idempotent (the expiry is recomputed from the server's clock): plain retries.
+        status = await self._read(
+            f"renewing node {owner!r}",
+            lambda c: c.execute(self._sql.renew_node, owner, incarnation, ttl),
+        )
+        return str(status).endswith(" 1")
+
+    async def release_node(self, owner: str, incarnation: str) -> None:
+        await self._read(
+            f"releasing node {owner!r}",
+            lambda c: c.execute(self._sql.release_node, owner, incarnation),
+        )
+
+    async def nodes(self) -> list[NodeRecord]:
+        found = await self._read("listing nodes", lambda c: c.fetch(self._sql.nodes))
+        return [_node_from_row(row) for row in found]
 
     async def _ambiguous(
         self, what: str, work: Work[T], resolve: Callable[[], Awaitable[bool]]
@@ -216,3 +261,38 @@ class CommandsAndLeases:
         assert last is not None
         self._fail(last, what)
         return None
+
+
+def _node_from_row(row: Mapping[str, Any]) -> NodeRecord:
+    owned = row["owned_buckets"]
+    return NodeRecord(
+        info=NodeInfo(
+            owner=row["owner"],
+            incarnation=row["incarnation"],
+            host=row["host"],
+            pid=row["pid"],
+            version=row["version"],
+            num_buckets=row["num_buckets"],
+            owned_buckets=None if owned is None else frozenset(owned),
+        ),
+        started_at=row["started_at"],
+        renewed_at=row["renewed_at"],
+        lease_expires_at=row["lease_expires_at"],
+        live=bool(row["live"]),
+    )
+
+
+def _record_from_row(row: Mapping[str, Any]) -> CommandRecord:
+    command = rows.command_from_row(row)
+    if row["completed_at"] is not None:
+        return CommandRecord(
+            command=command,
+            state=CommandState.DONE,
+            outcome=row["outcome"],
+            completed_at=row["completed_at"],
+        )
+    expires = row["lease_expires_at"]
+    claimed = command.claimed_by is not None and expires is not None and expires > row["now"]
+    return CommandRecord(
+        command=command, state=CommandState.CLAIMED if claimed else CommandState.PENDING
+    )

@@ -86,10 +86,12 @@ async def bootstrap(conn: Any, schema: str) -> SchemaState:
         )
     writable = await conn.fetchval(
         "SELECT has_table_privilege($1, 'INSERT') AND has_table_privilege($1, 'UPDATE')"
-        " AND has_table_privilege($2, 'INSERT') AND has_table_privilege($3, 'UPDATE')",
+        " AND has_table_privilege($2, 'INSERT') AND has_table_privilege($3, 'UPDATE')"
+        " AND has_table_privilege($4, 'INSERT') AND has_table_privilege($4, 'UPDATE')",
         f"{quoted}.tasks",
         f"{quoted}.transitions",
         f"{quoted}.commands",
+        f"{quoted}.nodes",
     )
     return SchemaState(version=version, migrated=migrated, writable=bool(writable))
 

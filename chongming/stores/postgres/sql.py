@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from chongming.state.query import TaskQuery
-from chongming.state.status import TERMINAL_STATUSES
+from chongming.state.status import TERMINAL_STATUSES, TaskStatus
 from chongming.stores.columns import TASK_COLUMNS, Role
 from chongming.stores.postgres.schema import quote_schema
 
@@ -34,14 +34,18 @@ _TRANSITION_COLUMNS = (
     ("reason", "text"),
     ("attempt", "int"),
 )
-_SELECT_TASK = ", ".join(
-    [name for name, _ in SNAPSHOT_COLUMNS] + ["lease_owner", "lease_expires_at"]
+_SELECT_TASK = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
+_NODE_COLUMNS = (
+    "owner, incarnation, host, pid, version, num_buckets, owned_buckets,"
+    " started_at, renewed_at, lease_expires_at"
+)
+_ACTIVE_TEXT = ", ".join(
+    f"'{status.value}'" for status in sorted(TaskStatus) if status not in TERMINAL_STATUSES
 )
 _COMMAND_COLUMNS = (
     "command_id, task_id, kind, created_at, actor, reason, target_owner,"
     " claimed_by, lease_expires_at"
 )
-_TERMINAL = ", ".join(f"'{status.value}'" for status in sorted(TERMINAL_STATUSES))
 
 
 def _input_kind(name: str, kind: str) -> str:
@@ -147,18 +151,26 @@ class Statements:
     claimed_with_token: str
     complete: str
     release: str
-    renew: str
-    expired_all: str
-    expired_in_buckets: str
+    records_all: str
+    records_of_task: str
+    register_node: str
+    get_node: str
+    renew_node: str
+    release_node: str
+    nodes: str
+    counts_all: str
+    counts_active: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
         s = quote_schema(schema)
-        expired = (
-            f"SELECT {_SELECT_TASK} FROM {s}.tasks WHERE status NOT IN ({_TERMINAL})"
-            " AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())"
+        records = (
+            f"SELECT {_COMMAND_COLUMNS}, completed_at, outcome, clock_timestamp() AS now"
+            f" FROM {s}.commands"
         )
-        order = ' ORDER BY created_at, task_id COLLATE "C"'
+        records_order = ' ORDER BY created_at DESC, command_id COLLATE "C" DESC'
+        counts = f"SELECT status, bucket, owner, count(*) AS count FROM {s}.tasks"
+        counts_group = " GROUP BY status, bucket, owner"
         return cls(
             schema=schema,
             quoted=s,
@@ -182,7 +194,7 @@ class Statements:
                 " (SELECT count(*) FROM (SELECT pg_notify($8, $9) FROM inserted) AS n) AS notified"
             ),
             get_command=(
-                f"SELECT {_COMMAND_COLUMNS}, claim_token, completed_at, completed_by"
+                f"SELECT {_COMMAND_COLUMNS}, claim_token, completed_at, completed_by, outcome"
                 f" FROM {s}.commands WHERE command_id = $1"
             ),
             claim=(
@@ -201,7 +213,7 @@ class Statements:
             ),
             complete=(
                 f"UPDATE {s}.commands SET completed_at = clock_timestamp(), completed_by = $2,"
-                " lease_expires_at = NULL"
+                " outcome = $3, lease_expires_at = NULL"
                 " WHERE command_id = $1 AND claimed_by = $2 AND completed_at IS NULL"
             ),
             release=(
@@ -209,13 +221,47 @@ class Statements:
                 " lease_expires_at = NULL"
                 " WHERE command_id = $1 AND claimed_by = $2 AND completed_at IS NULL"
             ),
-            renew=(
-                f"UPDATE {s}.tasks SET lease_owner = $1,"
-                " lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8)"
-                " WHERE task_id = ANY($2::text[])"
+            records_all=records + records_order + " LIMIT $1",
+            records_of_task=records + " WHERE task_id = $1" + records_order + " LIMIT $2",
+            # One statement: take the row when it is absent, expired or ours, else leave it
+            # (no row returned: the caller reads who holds it). Two racing registrations
+            # serialise on the row: the second sees the first's live lease.
+            register_node=(
+                f"INSERT INTO {s}.nodes AS n ({_NODE_COLUMNS})"
+                " SELECT $1, $2, $3, $4, $5, $6, $7::int[], now.t, now.t,"
+                " now.t + make_interval(secs => $8::float8)"
+                " FROM (SELECT clock_timestamp() AS t) AS now"
+                " ON CONFLICT (owner) DO UPDATE SET incarnation = EXCLUDED.incarnation,"
+                " host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,"
+                " num_buckets = EXCLUDED.num_buckets, owned_buckets = EXCLUDED.owned_buckets,"
+                " started_at = CASE WHEN n.incarnation = EXCLUDED.incarnation"
+                " THEN n.started_at ELSE EXCLUDED.started_at END,"
+                " renewed_at = EXCLUDED.renewed_at, lease_expires_at = EXCLUDED.lease_expires_at"
+                " WHERE n.incarnation = EXCLUDED.incarnation"
+                " OR n.lease_expires_at <= EXCLUDED.renewed_at"
+                f" RETURNING {_NODE_COLUMNS}, true AS live"
             ),
-            expired_all=expired + order,
-            expired_in_buckets=expired + " AND bucket = ANY($1::int[])" + order,
+            get_node=(
+                f"SELECT {_NODE_COLUMNS}, lease_expires_at > clock_timestamp() AS live"
+                f" FROM {s}.nodes WHERE owner = $1"
+            ),
+            renew_node=(
+                f"UPDATE {s}.nodes SET renewed_at = now.t,"
+                " lease_expires_at = now.t + make_interval(secs => $3::float8)"
+                " FROM (SELECT clock_timestamp() AS t) AS now"
+                " WHERE owner = $1 AND incarnation = $2"
+            ),
+            release_node=(
+                f"UPDATE {s}.nodes"
+                " SET lease_expires_at = LEAST(lease_expires_at, clock_timestamp())"
+                " WHERE owner = $1 AND incarnation = $2"
+            ),
+            nodes=(
+                f"SELECT {_NODE_COLUMNS}, lease_expires_at > clock_timestamp() AS live"
+                f' FROM {s}.nodes ORDER BY owner COLLATE "C"'
+            ),
+            counts_all=counts + counts_group,
+            counts_active=counts + f" WHERE status IN ({_ACTIVE_TEXT})" + counts_group,
         )
 
     def query(self, query: TaskQuery) -> tuple[str, list[object]]:

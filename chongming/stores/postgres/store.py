@@ -1,7 +1,9 @@
 """``PostgresTaskStore``: the TaskStore port on asyncpg.
 
-Shared across processes and machines. The store clock (leases, command
-claims) is the server's ``clock_timestamp()``, never the caller's.
+Shared across processes and machines. The store clock (node leases, command
+claims) is the server's ``clock_timestamp()``, never the caller's (not
+``now()``: that is the transaction's start, stale for a statement that waited
+on a row lock).
 
 Failure handling (RELIABILITY P6): a connection error is retried for reads
 (bounded, with a short backoff: after a server restart the first pooled
@@ -18,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -34,11 +36,13 @@ from chongming.errors import (
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, json_form
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.stores.base import Command, TaskStore, count_key
 from chongming.stores.checks import check_time
+from chongming.stores.codec import STATUS_OF
 from chongming.stores.identity import IdentityCache
+from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.postgres import rows
-from chongming.stores.postgres.commands import CommandsAndLeases, channel_for
+from chongming.stores.postgres.commands import CommandsAndNodes, channel_for
 from chongming.stores.postgres.driver import (
     is_connection_error,
     load_asyncpg,
@@ -51,6 +55,8 @@ from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS, Statements
 from chongming.stores.postgres.writer import GroupWriter, WriteArgs, WriteResult
+from chongming.stores.writes import StateWrite, WriteOutcome
+from chongming.stores.writes import WriteResult as StateResult
 
 __all__ = ["PostgresStoreStatistics", "PostgresTaskStore"]
 
@@ -136,7 +142,7 @@ class PostgresTaskStore(TaskStore):
             self._channel,
             probe_interval=listener_probe_interval,
         )
-        self._commands = CommandsAndLeases(
+        self._commands = CommandsAndNodes(
             self._sql,
             self._channel,
             read=self._read,
@@ -225,7 +231,9 @@ class PostgresTaskStore(TaskStore):
 
     # -- snapshots -----------------------------------------------------------
 
-    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+    def _create_args(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition]
+    ) -> tuple[WriteArgs, Callable[[], Awaitable[WriteResult | None]]]:
         args = WriteArgs(
             mode="create",
             key=snapshot.task_id,
@@ -240,17 +248,11 @@ class PostgresTaskStore(TaskStore):
             ours = _same(stored, snapshot) and await self._has(transitions)
             return WriteResult(applied=ours, current=stored.status_version)
 
-        result = await self._written(f"creating task {snapshot.task_id!r}", args, resolve)
-        if not result.applied:
-            raise DuplicateTaskId(snapshot.task_id)
-        self._identities.remember(snapshot)
+        return args, resolve
 
-    async def save(
-        self,
-        snapshot: TaskSnapshot,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
-    ) -> None:
+    def _save_args(
+        self, snapshot: TaskSnapshot, expect_version: int, transitions: Sequence[Transition]
+    ) -> tuple[WriteArgs, Callable[[], Awaitable[WriteResult | None]]]:
         # Encoded once, here; only the mutable columns when the stored identity is known.
         patch = self._identities.holds(snapshot, expect_version)
         args = WriteArgs(
@@ -273,21 +275,132 @@ class PostgresTaskStore(TaskStore):
                 return None  # not committed: run it again
             return WriteResult(applied=False, current=stored.status_version)
 
+        return args, resolve
+
+    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        args, resolve = self._create_args(snapshot, transitions)
+        result = await self._written(f"creating task {snapshot.task_id!r}", args, resolve)
+        if not result.applied:
+            raise DuplicateTaskId(snapshot.task_id)
+        self._identities.remember(snapshot)
+
+    async def save(
+        self,
+        snapshot: TaskSnapshot,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        args, resolve = self._save_args(snapshot, expect_version, transitions)
         what = f"saving task {snapshot.task_id!r}"
         result = await self._written(what, args, resolve)
         if result.applied:
             self._identities.remember(snapshot, expect_version)
             return
         self._identities.forget(snapshot.task_id)
-        actual = result.current
-        if actual == expect_version:
-            # Lost a race inside one statement: the row changed after its snapshot.
-            actual = await self._read(
-                what, lambda conn: conn.fetchval(self._sql.version, snapshot.task_id)
-            )
+        actual = await self._actual(what, snapshot.task_id, expect_version, result.current)
         if actual is None:
             raise TaskNotFound(snapshot.task_id)
         raise VersionConflict(snapshot.task_id, expect_version, actual)
+
+    async def _actual(
+        self, what: str, task_id: str, expect: int, current: int | None
+    ) -> int | None:
+        """The stored version that beat a save (re-read when it lost inside one statement)."""
+        if current == expect:
+            # Lost a race inside one statement: the row changed after its snapshot.
+            found: int | None = await self._read(
+                what, lambda conn: conn.fetchval(self._sql.version, task_id)
+            )
+            return found
+        return current
+
+    async def apply_writes(self, writes: Sequence[StateWrite]) -> list[StateResult]:
+        """Every write through group commit at once: few statements, one outcome each.
+
+        All writes are encoded and checked first (:class:`PayloadError` raises
+        before anything is sent). They are queued together, so they share the
+        writers' next batches (each batch one set-based statement in one
+        transaction, with any concurrent caller's writes); without group
+        commit, each round of the batch is one statement. A conflict never
+        raises inside the statement, so a loser never fails its neighbours.
+        A write that met a connection error is re-read (P6): committed means
+        ``WRITTEN``; when even the re-read fails, ``FAILED`` carries an error
+        that says the outcome is unknown, and re-sending the same write is
+        safe (a re-sent write already stored is ``WRITTEN``).
+        """
+        self._check_open()
+        prepared = [
+            self._create_args(w.snapshot, w.transitions)
+            if w.expect_version is None
+            else self._save_args(w.snapshot, w.expect_version, w.transitions)
+            for w in writes
+        ]
+        if not writes:
+            return []
+        await self.open()
+        if self.read_only:
+            error = StoreError(f"writing tasks: this role may only read schema {self._schema!r}")
+            return [StateResult(outcome=WriteOutcome.FAILED, error=error) for _ in writes]
+        raw: list[WriteResult | BaseException] = []
+        if self._writer is not None:
+            for future in self._writer.enqueue([args for args, _ in prepared]):
+                try:
+                    raw.append(await future)
+                except Exception as error:
+                    raw.append(error)
+        else:
+            try:
+                raw.extend(await self._execute_writes([args for args, _ in prepared]))
+            except Exception as error:
+                raw.extend([error] * len(prepared))
+        results = []
+        for write, (args, resolve), answer in zip(writes, prepared, raw, strict=True):
+            results.append(await self._outcome(write, args, resolve, answer))
+        return results
+
+    async def _outcome(
+        self,
+        write: StateWrite,
+        args: WriteArgs,
+        resolve: Callable[[], Awaitable[WriteResult | None]],
+        answer: WriteResult | BaseException,
+    ) -> StateResult:
+        snapshot = write.snapshot
+        what = f"writing task {snapshot.task_id!r}"
+        if isinstance(answer, BaseException):
+            if isinstance(answer, StoreClosed):
+                raise StoreClosed("PostgresTaskStore") from None
+            if isinstance(answer, StoreError | ConfigurationError) or not is_connection_error(
+                answer
+            ):
+                self._identities.forget(snapshot.task_id)
+                error = (
+                    answer
+                    if isinstance(answer, StoreError)
+                    else translate(answer, what, self._scrub)
+                )
+                return StateResult(outcome=WriteOutcome.FAILED, error=error)
+            try:  # the outcome is unknown: re-read first, then (not written) run it again
+                answer = await self._written(what, args, resolve, resolve_first=True)
+            except StoreClosed:
+                raise
+            except StoreError as error:
+                return StateResult(outcome=WriteOutcome.FAILED, error=error)
+        if answer.applied:
+            self._identities.remember(snapshot, write.expect_version)
+            return _WRITTEN
+        self._identities.forget(snapshot.task_id)
+        if write.expect_version is None:
+            return await self._resent(write, snapshot.status_version, _DUPLICATE)
+        try:
+            actual = await self._actual(
+                what, snapshot.task_id, write.expect_version, answer.current
+            )
+        except StoreError as error:
+            return StateResult(outcome=WriteOutcome.FAILED, error=error)
+        if actual is None:
+            return _NOT_FOUND
+        return await self._resent(write, actual, _CONFLICT)
 
     async def get(self, task_id: str) -> TaskSnapshot | None:
         row = await self._read(
@@ -349,7 +462,7 @@ class PostgresTaskStore(TaskStore):
 
         await self._write(f"touching task {task_id!r}", args, resolve)
 
-    # -- commands and supervisor leases (see commands.py) ---------------------
+    # -- commands (see commands.py) ---------------------------------------------
 
     async def submit_command(self, command: Command) -> None:
         await self._commands.submit(command)
@@ -359,8 +472,10 @@ class PostgresTaskStore(TaskStore):
     ) -> list[Command]:
         return await self._commands.claim(owner, lease_seconds, limit)
 
-    async def complete_command(self, command_id: str, owner: str) -> bool:
-        return await self._commands.complete(command_id, owner)
+    async def complete_command(
+        self, command_id: str, owner: str, outcome: str | None = None
+    ) -> bool:
+        return await self._commands.complete(command_id, owner, outcome)
 
     async def release_command(self, command_id: str, owner: str) -> bool:
         return await self._commands.release(command_id, owner)
@@ -380,13 +495,41 @@ class PostgresTaskStore(TaskStore):
             await self._listener.wait()
         self._check_open()
 
-    async def renew_leases(
-        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
-    ) -> None:
-        await self._commands.renew(owner, task_ids, ttl_seconds)
+    async def command_records(
+        self, *, task_id: str | None = None, limit: int = 100
+    ) -> list[CommandRecord]:
+        return await self._commands.records(task_id, limit)
 
-    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
-        return await self._commands.expired(buckets)
+    # -- nodes (see commands.py) ------------------------------------------------
+
+    async def register_node(self, info: NodeInfo, *, ttl_seconds: float) -> NodeRecord:
+        return await self._commands.register_node(info, ttl_seconds)
+
+    async def renew_node(self, owner: str, incarnation: str, *, ttl_seconds: float) -> bool:
+        return await self._commands.renew_node(owner, incarnation, ttl_seconds)
+
+    async def release_node(self, owner: str, incarnation: str) -> None:
+        await self._commands.release_node(owner, incarnation)
+
+    async def nodes(self) -> list[NodeRecord]:
+        return await self._commands.nodes()
+
+    # -- counts ----------------------------------------------------------------
+
+    async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
+        sql = self._sql.counts_active if active_only else self._sql.counts_all
+        found = await self._read("counting tasks", lambda conn: conn.fetch(sql))
+        counts = [
+            TaskCount(
+                status=STATUS_OF[row["status"]],
+                bucket=row["bucket"],
+                owner=row["owner"],
+                count=row["count"],
+            )
+            for row in found
+        ]
+        counts.sort(key=count_key)
+        return counts
 
     # -- plumbing ------------------------------------------------------------
 
@@ -475,10 +618,12 @@ class PostgresTaskStore(TaskStore):
         what: str,
         args: WriteArgs,
         resolve: Callable[[], Awaitable[WriteResult | None]],
+        *,
+        resolve_first: bool = False,
     ) -> WriteResult:
         """:meth:`_write`; an unknown outcome also forgets the task's identity."""
         try:
-            return await self._write(what, args, resolve)
+            return await self._write(what, args, resolve, resolve_first=resolve_first)
         except BaseException:
             self._identities.forget(args.key)
             raise
@@ -488,16 +633,23 @@ class PostgresTaskStore(TaskStore):
         what: str,
         args: WriteArgs,
         resolve: Callable[[], Awaitable[WriteResult | None]],
+        *,
+        resolve_first: bool = False,
     ) -> WriteResult:
-        """Run one write; after a connection error, re-read before trying again."""
+        """Run one write; after a connection error, re-read before trying again.
+
+        ``resolve_first``: the write was sent already and met a connection
+        error, so even the first attempt re-reads before running it.
+        """
         self._check_open()
         await self.open()
         if self.read_only:
             raise StoreError(f"{what}: this role may only read schema {self._schema!r}")
         last: BaseException | None = None
         for attempt in range(self._read_attempts):
-            if attempt:
-                await asyncio.sleep(_BACKOFF[min(attempt - 1, len(_BACKOFF) - 1)])
+            if attempt or resolve_first:
+                step = attempt if resolve_first else attempt - 1
+                await asyncio.sleep(_BACKOFF[min(step, len(_BACKOFF) - 1)])
                 try:
                     outcome = await resolve()
                 except StoreError:
@@ -637,3 +789,9 @@ async def _close_pool(pool: Any, timeout: float) -> None:
     except Exception as error:
         log.warning("closing the PostgreSQL pool failed (%s); terminating", type(error).__name__)
         pool.terminate()
+
+
+_WRITTEN = StateResult(outcome=WriteOutcome.WRITTEN)
+_CONFLICT = StateResult(outcome=WriteOutcome.CONFLICT)
+_DUPLICATE = StateResult(outcome=WriteOutcome.DUPLICATE)
+_NOT_FOUND = StateResult(outcome=WriteOutcome.NOT_FOUND)

@@ -93,6 +93,27 @@ class GroupWriter:
         self._queues[partition].put_nowait(_Op(args, future))
         return await future
 
+    def enqueue(self, batch: Sequence[WriteArgs]) -> list[asyncio.Future[WriteResult]]:
+        """Queue many writes at once (no task per write); await the futures in any order.
+
+        They join the next batch of their partitions, with any other caller's
+        writes. Cancellation is the caller's: a future it stops awaiting may
+        still be written.
+        """
+        if self._closing:
+            raise StoreClosed("PostgresTaskStore")
+        if not self._tasks:
+            self._start()
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[WriteResult]] = []
+        writers = self._writers
+        for args in batch:
+            future: asyncio.Future[WriteResult] = loop.create_future()
+            partition = zlib.crc32(args.key.encode("utf-8", "surrogatepass")) % writers
+            self._queues[partition].put_nowait(_Op(args, future))
+            futures.append(future)
+        return futures
+
     async def close(self, grace: float) -> None:
         """Finish queued writes (up to ``grace`` seconds), then stop the writers."""
         self._closing = True

@@ -31,7 +31,6 @@ __all__ = [
     "CreateOp",
     "Phase",
     "Plan",
-    "RenewOp",
     "SaveOp",
     "TouchOp",
     "WriteOp",
@@ -59,7 +58,6 @@ TOUCH_TASK = (
     "UPDATE tasks SET progress = coalesce(?, progress),"
     " last_heartbeat_at = coalesce(?, last_heartbeat_at) WHERE task_id = ?"
 )
-RENEW_LEASE = "UPDATE tasks SET lease_owner = ?, lease_expires_at = ? WHERE task_id = ?"
 INSERT_TRANSITION = (
     f"INSERT OR IGNORE INTO transitions ({', '.join(TRANSITION_COLUMNS)})"
     f" VALUES ({', '.join('?' * len(TRANSITION_COLUMNS))})"
@@ -68,9 +66,14 @@ INSERT_TRANSITION = (
 
 @dataclasses.dataclass(slots=True, eq=False, kw_only=True)
 class WriteOp:
-    """A queued write and the future its caller awaits."""
+    """A queued write and the future its caller awaits.
+
+    ``group`` (non-zero) ties ops that must share one transaction
+    (``apply_writes``): the writer never cuts a batch inside a group.
+    """
 
     future: asyncio.Future[Any]
+    group: int = 0
 
 
 @dataclasses.dataclass(slots=True, eq=False, kw_only=True)
@@ -106,17 +109,12 @@ class TouchOp(WriteOp):
 
 
 @dataclasses.dataclass(slots=True, eq=False, kw_only=True)
-class RenewOp(WriteOp):
-    owner: str
-    task_ids: tuple[str, ...]
-    ttl_micros: int
-
-
-@dataclasses.dataclass(slots=True, eq=False, kw_only=True)
 class CommandOp(WriteOp):
-    """A command-table write; run one by one, in order, by the writer."""
+    """A command- or node-table operation; run one by one, in order, by the writer."""
 
-    action: str  # "submit" | "claim" | "complete" | "release"
+    #: "submit" | "claim" | "complete" | "release"
+    #: | "register_node" | "renew_node" | "release_node" | "nodes"
+    action: str
     params: tuple[Any, ...]
 
 
@@ -195,10 +193,6 @@ def plan_batch(ops: list[WriteOp], versions: dict[str, int] | None, now_micros: 
         elif isinstance(op, TouchOp):
             row = (op.progress, op.heartbeat, op.task_id)
             phases.add(TOUCH_TASK, op.task_id, row, checked=False)
-        elif isinstance(op, RenewOp):
-            expires = now_micros + op.ttl_micros
-            for task_id in op.task_ids:
-                phases.add(RENEW_LEASE, task_id, (op.owner, expires, task_id), checked=False)
         elif isinstance(op, CommandOp):
             commands.append(op)
         else:  # pragma: no cover - a new op kind without a plan is a bug

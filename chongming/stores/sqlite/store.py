@@ -14,30 +14,63 @@ A store that is garbage-collected without ``close()`` warns with
 ``ResourceWarning`` (as asyncio's transports do) and stops its threads; its
 threads never keep the interpreter from exiting.
 
-The store clock (leases) is the process wall clock with a monotonic guard: it
-never goes backwards within one store, even if the system clock does.
+The store clock (command and node leases) is the process wall clock with a
+monotonic guard: it never goes backwards within one store, even if the system
+clock does. Across processes the node leases are guarded too: every node
+decision (register, renew, release, and the ``nodes()`` judgement) raises a
+high-water mark kept in the database in the same transaction and judges by
+``max(wall clock, high-water)``, so once any process judged a lease expired,
+none can judge it alive again after a clock step back (see
+:mod:`~chongming.stores.sqlite.nodes`).
+
+Cheap polling: ``claim_commands`` skips its write transaction when nothing
+can have become claimable since its last look for the same owner — the
+reader connection's ``PRAGMA data_version`` is unchanged (it moves with every
+commit of any *other* connection, this store's own writer included), no
+submit or release went through this store's writer since (the writer counts
+them: on ``":memory:"`` the reader is the writer, whose own commits
+``data_version`` never reports), the last look was not cut by its ``limit``,
+and no running claim lease it saw has run out yet.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 import os
 import sqlite3
 import time
 import warnings
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from chongming.errors import ConfigurationError, StoreClosed, StoreUnavailable
+from chongming.errors import (
+    ConfigurationError,
+    DuplicateTaskId,
+    StoreClosed,
+    StoreError,
+    StoreUnavailable,
+    TaskNotFound,
+    VersionConflict,
+)
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES
-from chongming.stores.base import Command, ExpiredLease, TaskStore
-from chongming.stores.checks import check_command, check_transitions
-from chongming.stores.codec import encode_progress
+from chongming.stores.base import Command, TaskStore, count_key
+from chongming.stores.checks import (
+    check_command,
+    check_limit_arg,
+    check_node,
+    check_outcome,
+    check_transitions,
+    check_ttl,
+)
+from chongming.stores.codec import STATUS_OF, encode_progress
 from chongming.stores.identity import IdentityCache
+from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.sqlite import rows as r
 from chongming.stores.sqlite.batch import (
     PATCH_TASK,
@@ -45,7 +78,6 @@ from chongming.stores.sqlite.batch import (
     AppendOp,
     CommandOp,
     CreateOp,
-    RenewOp,
     SaveOp,
     TouchOp,
     WriteOp,
@@ -53,13 +85,28 @@ from chongming.stores.sqlite.batch import (
 from chongming.stores.sqlite.connection import SqliteConnection
 from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
+from chongming.stores.sqlite.nodes import RECORD_SELECT, command_record_from_row
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
 from chongming.stores.sqlite.writer import Writer
+from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 __all__ = ["SqliteTaskStore"]
 
 _TASK_SELECT = f"SELECT {', '.join(r.TASK_NAMES)} FROM tasks"
 _ACTIVE = ", ".join(f"'{status.value}'" for status in sorted(ACTIVE_STATUSES))
+_COUNTS = "SELECT status, bucket, owner, count(*) FROM tasks"
+_COUNTS_GROUP = " GROUP BY status, bucket, owner"
+_groups = itertools.count(1)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ClaimLook:
+    """What the last claim of one owner saw (see "cheap polling" in the module docstring)."""
+
+    data_version: int | None
+    claimable_writes: int
+    full: bool
+    next_expiry: int | None
 
 
 class SqliteTaskStore(TaskStore):
@@ -106,6 +153,9 @@ class SqliteTaskStore(TaskStore):
         self._writer_task: asyncio.Task[None] | None = None
         self._hint: asyncio.Event | None = None
         self._last_now = 0
+        self._looks: dict[str, _ClaimLook] = {}
+        #: Claims answered from the last look without a transaction (cheap polling).
+        self.claims_skipped = 0
         self._identities = IdentityCache()
         self._closed = False
 
@@ -257,25 +307,20 @@ class SqliteTaskStore(TaskStore):
 
     # -- snapshots -----------------------------------------------------------
 
-    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+    def _create_op(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> CreateOp:
         row = r.encode(r.insert_row, snapshot, self._limit)
         check_transitions(transitions, snapshot.task_id)
-        future = self._future()
-        op = CreateOp(
-            future=future,
+        return CreateOp(
+            future=self._future(),
             task_id=snapshot.task_id,
             version=snapshot.status_version,
             row=row,
             transitions=[r.transition_row(t) for t in transitions],
         )
-        await self._written(op, snapshot, None)
 
-    async def save(
-        self,
-        snapshot: TaskSnapshot,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
-    ) -> None:
+    def _save_op(
+        self, snapshot: TaskSnapshot, expect_version: int, transitions: Sequence[Transition]
+    ) -> SaveOp:
         # Encoded once, here; only the mutable columns when the stored identity is known.
         if self._identities.holds(snapshot, expect_version):
             sql, encoder = PATCH_TASK, r.patch_row
@@ -283,9 +328,8 @@ class SqliteTaskStore(TaskStore):
             sql, encoder = UPDATE_TASK, r.full_update_row
         row = r.encode(encoder, snapshot, self._limit, expect_version)
         check_transitions(transitions, snapshot.task_id)
-        future = self._future()
-        op = SaveOp(
-            future=future,
+        return SaveOp(
+            future=self._future(),
             task_id=snapshot.task_id,
             expect_version=expect_version,
             new_version=snapshot.status_version,
@@ -293,6 +337,17 @@ class SqliteTaskStore(TaskStore):
             row=row,
             transitions=[r.transition_row(t) for t in transitions],
         )
+
+    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        await self._written(self._create_op(snapshot, transitions), snapshot, None)
+
+    async def save(
+        self,
+        snapshot: TaskSnapshot,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        op = self._save_op(snapshot, expect_version, transitions)
         await self._written(op, snapshot, expect_version)
 
     async def _written(self, op: WriteOp, snapshot: TaskSnapshot, expect: int | None) -> None:
@@ -386,17 +441,55 @@ class SqliteTaskStore(TaskStore):
     async def claim_commands(
         self, owner: str, *, lease_seconds: float, limit: int = 100
     ) -> list[Command]:
+        """Claim as the port says; skipped cheaply when nothing can have changed (see above)."""
+        lease = round(check_ttl(lease_seconds, "lease_seconds") * 1_000_000)
+        check_limit_arg(limit)
+        if self._writer is None:
+            await self.open()
+        writer = self._writer
+        if writer is None or self._closed:
+            raise StoreClosed(repr(self))
+        version = await self._data_version()
+        local = writer.claimable_writes
+        look = self._looks.get(owner)
+        if (
+            look is not None
+            and look.data_version == version
+            and look.claimable_writes == local
+            and not look.full
+            and (look.next_expiry is None or self._now_micros() < look.next_expiry)
+        ):
+            self.claims_skipped += 1
+            return []
+        self._looks.pop(owner, None)
         future = self._future()
-        lease = round(lease_seconds * 1_000_000)
-        claimed: list[Command] = await self._write(
+        claimed, next_expiry = await self._write(
             CommandOp(future=future, action="claim", params=(owner, lease, limit))
         )
-        return claimed
+        self._looks[owner] = _ClaimLook(
+            data_version=version,
+            claimable_writes=local,
+            full=len(claimed) >= limit,
+            next_expiry=next_expiry,
+        )
+        result: list[Command] = claimed
+        return result
 
-    async def complete_command(self, command_id: str, owner: str) -> bool:
+    async def _data_version(self) -> int | None:
+        """The reader's ``PRAGMA data_version`` (``None`` on ``":memory:"``: no other reader)."""
+        if self._memory:
+            return None
+        for row in await self._read("PRAGMA data_version"):
+            return int(row[0])
+        return None  # pragma: no cover - the pragma always answers
+
+    async def complete_command(
+        self, command_id: str, owner: str, outcome: str | None = None
+    ) -> bool:
+        check_outcome(outcome)
         future = self._future()
         done: bool = await self._write(
-            CommandOp(future=future, action="complete", params=(command_id, owner))
+            CommandOp(future=future, action="complete", params=(command_id, owner, outcome))
         )
         return done
 
@@ -406,6 +499,26 @@ class SqliteTaskStore(TaskStore):
             CommandOp(future=future, action="release", params=(command_id, owner))
         )
         return released
+
+    async def command_records(
+        self, *, task_id: str | None = None, limit: int = 100
+    ) -> list[CommandRecord]:
+        check_limit_arg(limit)
+        order = " ORDER BY created_at DESC, command_id DESC LIMIT ?"
+        params: tuple[Any, ...]
+        if task_id is None:
+            sql, params = RECORD_SELECT + order, (limit,)
+        else:
+            sql, params = RECORD_SELECT + " WHERE task_id = ?" + order, (task_id, limit)
+        found = list(await self._read(sql, params))
+        now = await self._guarded_now()
+        return [command_record_from_row(row, now) for row in found]
+
+    async def _guarded_now(self) -> int:
+        """The store clock for a read: the local guard raised to the stored high-water."""
+        rows = await self._read("SELECT high_water FROM store_clock WHERE id = 1")
+        high = max((int(row[0]) for row in rows), default=0)
+        return max(self._now_micros(), high)
 
     def _wake_hint_waiters(self) -> None:
         if self._hint is not None:
@@ -422,44 +535,108 @@ class SqliteTaskStore(TaskStore):
         if self._closed:
             raise StoreClosed(repr(self))
 
-    # -- supervisor leases ---------------------------------------------------
+    # -- nodes -----------------------------------------------------------------
 
-    async def renew_leases(
-        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
-    ) -> None:
+    async def _node_op(self, action: str, *params: Any) -> Any:
         future = self._future()
-        op = RenewOp(
-            future=future,
-            owner=owner,
-            task_ids=tuple(task_ids),
-            ttl_micros=round(ttl_seconds * 1_000_000),
-        )
-        await self._write(op)
+        return await self._write(CommandOp(future=future, action=action, params=params))
 
-    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
-        if self._closed:
-            raise StoreClosed(repr(self))
-        sql = (
-            f"SELECT {', '.join(r.TASK_NAMES)}, lease_owner, lease_expires_at FROM tasks"
-            f" WHERE status IN ({_ACTIVE})"
-            " AND (lease_expires_at IS NULL OR lease_expires_at <= ?)"
-        )
-        params: list[Any] = [self._now_micros()]
-        if buckets is not None:
-            sql += " AND bucket IN (SELECT value FROM json_each(?))"
-            params.append(r.dump(sorted(buckets)))
-        sql += " ORDER BY created_at, task_id"
-        found = []
-        for row in await self._read(sql, params):
-            expires = row[-1]
-            found.append(
-                ExpiredLease(
-                    snapshot=r.snapshot_from_row(row),
-                    lease_owner=row[-2],
-                    lease_expires_at=None if expires is None else r.from_micros(expires),
-                )
-            )
+    async def register_node(self, info: NodeInfo, *, ttl_seconds: float) -> NodeRecord:
+        check_node(info)
+        ttl = round(check_ttl(ttl_seconds) * 1_000_000)
+        record: NodeRecord = await self._node_op("register_node", info, ttl)
+        return record
+
+    async def renew_node(self, owner: str, incarnation: str, *, ttl_seconds: float) -> bool:
+        ttl = round(check_ttl(ttl_seconds) * 1_000_000)
+        renewed: bool = await self._node_op("renew_node", owner, incarnation, ttl)
+        return renewed
+
+    async def release_node(self, owner: str, incarnation: str) -> None:
+        await self._node_op("release_node", owner, incarnation)
+
+    async def nodes(self) -> list[NodeRecord]:
+        """Judged inside a write transaction that raises the stored clock high-water."""
+        found: list[NodeRecord] = await self._node_op("nodes")
         return found
+
+    # -- counts ----------------------------------------------------------------
+
+    async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
+        sql = _COUNTS
+        if active_only:
+            sql += f" WHERE status IN ({_ACTIVE})"
+        counts = [
+            TaskCount(status=STATUS_OF[row[0]], bucket=row[1], owner=row[2], count=row[3])
+            for row in await self._read(sql + _COUNTS_GROUP)
+        ]
+        counts.sort(key=count_key)
+        return counts
+
+    # -- the write-through fast path --------------------------------------------
+
+    async def apply_writes(self, writes: Sequence[StateWrite]) -> list[WriteResult]:
+        """The whole batch in one transaction of the group-commit writer.
+
+        Every write is encoded and checked first (a :class:`PayloadError`
+        raises before anything is queued). Each write still gets its own
+        outcome: the batch plan decides conflicts, duplicates and missing
+        tasks per write against the stored versions, so a loser never fails
+        its neighbours. Busy, full or unavailable rolls the whole transaction
+        back: every write is then ``FAILED`` (not written). A write whose
+        outcome is unknown (the store closed while it was in flight) is
+        re-read; a re-sent write already stored is ``WRITTEN``.
+        """
+        if not writes:
+            if self._closed:
+                raise StoreClosed(repr(self))
+            return []
+        ops: list[WriteOp] = []
+        for write in writes:
+            if write.expect_version is None:
+                ops.append(self._create_op(write.snapshot, write.transitions))
+            else:
+                ops.append(self._save_op(write.snapshot, write.expect_version, write.transitions))
+        if self._writer is None:
+            await self.open()
+        writer = self._writer
+        if writer is None or self._closed:
+            raise StoreClosed(repr(self))
+        writer.submit_group(ops, next(_groups))
+        results: list[WriteResult] = []
+        for write, op in zip(writes, ops, strict=True):
+            results.append(await self._outcome(write, op))
+        return results
+
+    async def _outcome(self, write: StateWrite, op: WriteOp) -> WriteResult:
+        snapshot = write.snapshot
+        try:
+            await op.future
+        except VersionConflict as conflict:
+            self._identities.forget(snapshot.task_id)
+            return await self._resent(write, conflict.actual, _CONFLICT)
+        except DuplicateTaskId:
+            self._identities.forget(snapshot.task_id)
+            return await self._resent(write, snapshot.status_version, _DUPLICATE)
+        except TaskNotFound:
+            self._identities.forget(snapshot.task_id)
+            return _NOT_FOUND
+        except StoreError as error:
+            self._identities.forget(snapshot.task_id)
+            if type(error) is StoreError and self._closed:
+                raise StoreClosed(repr(self)) from None  # in flight at close: cannot re-read
+            return WriteResult(outcome=WriteOutcome.FAILED, error=error)
+        except BaseException:
+            self._identities.forget(snapshot.task_id)
+            raise
+        self._identities.remember(snapshot, write.expect_version)
+        return _WRITTEN
+
+
+_WRITTEN = WriteResult(outcome=WriteOutcome.WRITTEN)
+_CONFLICT = WriteResult(outcome=WriteOutcome.CONFLICT)
+_DUPLICATE = WriteResult(outcome=WriteOutcome.DUPLICATE)
+_NOT_FOUND = WriteResult(outcome=WriteOutcome.NOT_FOUND)
 
 
 async def _close_all(connections: Iterable[SqliteConnection]) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
+from chongming.stores.sqlite import nodes
 from chongming.stores.sqlite.batch import (
     INSERT_TRANSITION,
     CommandOp,
@@ -48,6 +49,9 @@ __all__ = ["BatchOutcome", "Writer", "run_batch"]
 
 _LINGER_TURNS = 4
 _WHOLE_BATCH_ERRORS = (StoreBusy, StoreFull, StoreUnavailable, SchemaError)
+#: Command actions that make a command claimable (so a skipped claim look must look again).
+_CLAIMABLE_ACTIONS = frozenset({"submit", "release"})
+_NODE_ACTIONS = frozenset({"register_node", "renew_node", "release_node", "nodes"})
 
 _INSERT_COMMAND = (
     f"INSERT OR IGNORE INTO commands ({', '.join(COMMAND_COLUMNS)})"
@@ -61,8 +65,13 @@ _CLAIM_COMMANDS = (
     " ORDER BY created_at, command_id LIMIT ?)"
     f" RETURNING {', '.join(COMMAND_COLUMNS)}"
 )
+#: The earliest running claim lease the claimer could take over once it runs out.
+_NEXT_EXPIRY = (
+    "SELECT min(lease_expires_at) FROM commands WHERE completed_at IS NULL"
+    " AND (target_owner IS NULL OR target_owner = ?) AND lease_expires_at > ?"
+)
 _COMPLETE_COMMAND = (
-    "UPDATE commands SET completed_at = ?, lease_expires_at = NULL"
+    "UPDATE commands SET completed_at = ?, outcome = ?, lease_expires_at = NULL"
     " WHERE command_id = ? AND claimed_by = ? AND completed_at IS NULL"
 )
 _RELEASE_COMMAND = (
@@ -103,11 +112,20 @@ class Writer:
         self._stopping = False
         self.batches = 0
         self.ops = 0
+        #: Committed writes that may have made a command claimable (submit, release).
+        self.claimable_writes = 0
 
     # -- caller side ---------------------------------------------------------
 
     def submit(self, op: WriteOp) -> None:
         self._pending.append(op)
+        self._wake.set()
+
+    def submit_group(self, ops: list[WriteOp], group: int) -> None:
+        """Queue ``ops`` to be committed in one transaction (never cut by ``max_batch``)."""
+        for op in ops:
+            op.group = group
+        self._pending.extend(ops)
         self._wake.set()
 
     def request_stop(self) -> None:
@@ -150,13 +168,24 @@ class Writer:
                 await asyncio.sleep(0)
                 if len(self._pending) == seen:
                     break
-            batch = self._pending[: self._max_batch]
-            del self._pending[: self._max_batch]
+            cut = self._cut()
+            batch = self._pending[:cut]
+            del self._pending[:cut]
             live = [op for op in batch if not op.future.done()]
             if live:
                 self._in_flight = live
                 await self._commit(live)
                 self._in_flight = []
+
+    def _cut(self) -> int:
+        """Up to ``max_batch`` ops, extended to the end of a group it would split."""
+        pending = self._pending
+        cut = min(self._max_batch, len(pending))
+        group = pending[cut - 1].group
+        if group:
+            while cut < len(pending) and pending[cut].group == group:
+                cut += 1
+        return cut
 
     async def _commit(self, ops: list[WriteOp]) -> None:
         try:
@@ -197,8 +226,10 @@ class Writer:
             if failure is not None:
                 _fail(op, failure)
             else:
+                if isinstance(op, CommandOp) and op.action in _CLAIMABLE_ACTIONS:
+                    self.claimable_writes += 1
+                    submitted = submitted or op.action == "submit"
                 _succeed(op, outcome.results.get(id(op)))
-                submitted = submitted or (isinstance(op, CommandOp) and op.action == "submit")
         if submitted:
             self._on_command_submitted()
 
@@ -242,7 +273,14 @@ def _transaction(
                 raise _Inconsistent(f"{phase.sql!r}: {cursor.rowcount} of {len(phase.rows)}")
         if plan.transitions:
             conn.executemany(INSERT_TRANSITION, plan.transitions)
-        results = {id(op): _run_command(conn, op, now) for op in plan.commands}
+        if any(op.action in _NODE_ACTIONS for op in plan.commands):
+            now = nodes.advance_clock(conn, now)
+        results = {}
+        for op in plan.commands:
+            try:
+                results[id(op)] = _run_command(conn, op, now)
+            except StoreError as refused:  # e.g. NodeConflict: that op's answer, nothing written
+                plan.errors[id(op)] = refused
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)
@@ -276,11 +314,25 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
         rows = conn.execute(_CLAIM_COMMANDS, (owner, now + lease_micros, owner, now, limit))
         claimed = [command_from_row(row) for row in rows.fetchall()]
         claimed.sort(key=lambda c: (c.created_at, c.command_id))
-        return claimed
+        (next_expiry,) = conn.execute(_NEXT_EXPIRY, (owner, now)).fetchone()
+        return claimed, next_expiry
     if op.action == "complete":
-        return conn.execute(_COMPLETE_COMMAND, (now, *op.params)).rowcount == 1
+        command_id, owner, outcome = op.params
+        return conn.execute(_COMPLETE_COMMAND, (now, outcome, command_id, owner)).rowcount == 1
     if op.action == "release":
         return conn.execute(_RELEASE_COMMAND, op.params).rowcount == 1
+    if op.action == "register_node":
+        info, ttl_micros = op.params
+        return nodes.register_node(conn, info, ttl_micros, now)
+    if op.action == "renew_node":
+        owner, incarnation, ttl_micros = op.params
+        return nodes.renew_node(conn, owner, incarnation, ttl_micros, now)
+    if op.action == "release_node":
+        owner, incarnation = op.params
+        nodes.release_node(conn, owner, incarnation, now)
+        return None
+    if op.action == "nodes":
+        return nodes.list_nodes(conn, now)
     raise TypeError(f"unknown command action {op.action!r}")
 
 

@@ -47,7 +47,10 @@ non-string keys as strings.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
-holder whose lease expired but was not claimed by anyone else.
+holder whose lease expired but was not claimed by anyone else; whether a
+``PayloadError`` in ``apply_writes`` leaves the writes before it unwritten
+(the built-in backends check the whole batch first; the default of the port
+applies writes one by one).
 """
 
 from __future__ import annotations
@@ -58,14 +61,22 @@ from chongming.testing.store_contract._support import next_step as next_step
 from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.history import HistoryContract
+from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
+from chongming.testing.store_contract.writes import WriteContract
 
 __all__ = ["HOSTILE_STRINGS", "StoreContract", "make_snapshot", "next_step"]
 
 
 class StoreContract(
-    SnapshotContract, HistoryContract, CommandContract, PayloadContract, AnswerContract
+    SnapshotContract,
+    HistoryContract,
+    CommandContract,
+    NodeContract,
+    WriteContract,
+    PayloadContract,
+    AnswerContract,
 ):
     """Behavioural tests for a :class:`~chongming.stores.base.TaskStore`.
 

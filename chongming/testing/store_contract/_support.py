@@ -16,6 +16,7 @@ from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind, TaskStore
+from chongming.stores.nodes import NodeInfo
 
 __all__ = ["HOSTILE_STRINGS", "ContractBase", "make_snapshot", "next_step"]
 
@@ -95,6 +96,19 @@ def _command(command_id: str, task_id: str = "t", **fields: Any) -> Command:
     }
     base.update(fields)
     return Command(**base)
+
+
+def _node(owner: str, incarnation: str = "inc-1", **fields: Any) -> NodeInfo:
+    base: dict[str, Any] = {
+        "owner": owner,
+        "incarnation": incarnation,
+        "host": "host-1",
+        "pid": 4242,
+        "version": "1.0",
+        "num_buckets": 64,
+    }
+    base.update(fields)
+    return NodeInfo(**base)
 
 
 def _fill(size: int) -> str:

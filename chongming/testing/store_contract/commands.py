@@ -1,20 +1,20 @@
-"""Commands and supervisor leases."""
+"""Commands: claims with leases, completion with outcomes, the records the CLI lists."""
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
-from typing import Any
 
-from chongming.state.records import Progress
+from chongming.errors import PayloadError
 from chongming.stores.base import Command, CommandKind
+from chongming.stores.checks import MAX_OUTCOME_CHARS
+from chongming.stores.nodes import CommandState
 from chongming.testing.store_contract._support import (
-    _S,
+    HOSTILE_STRINGS,
     T0,
     ContractBase,
     _command,
-    make_snapshot,
-    next_step,
+    _raises,
 )
 
 __all__ = ["CommandContract"]
@@ -115,63 +115,67 @@ class CommandContract(ContractBase):
             assert await store.release_command("c1", "node-a") is False
             assert await store.complete_command("c1", "node-b") is True
 
-    # -- supervisor leases ---------------------------------------------------
+    # -- outcomes and records -----------------------------------------------
 
-    async def test_never_leased_active_tasks_are_reported_terminal_never(self) -> None:
+    async def test_complete_records_the_outcome_and_records_list_newest_first(self) -> None:
         async with self._store() as store:
-            await store.create(make_snapshot("active", status=_S.RUNNING, status_version=3))
-            for i, status in enumerate(sorted(_S, key=str)):
-                if status.is_terminal:
-                    await store.create(make_snapshot(f"done-{i}", status=status, status_version=4))
-            (lease,) = await store.expired_leases()
-            assert lease.snapshot == await store.get("active")
-            assert (lease.lease_owner, lease.lease_expires_at) == (None, None)
+            for i in range(4):
+                await store.submit_command(
+                    _command(
+                        f"c{i}", task_id="t" if i < 3 else "u", created_at=T0 + timedelta(seconds=i)
+                    )
+                )
+            claimed = await store.claim_commands(
+                "node-a", lease_seconds=self.long_lease_seconds, limit=2
+            )
+            assert [c.command_id for c in claimed] == ["c0", "c1"]
+            assert await store.complete_command(
+                "c0", "node-a", outcome="applied: running -> stopping"
+            )
+            assert await store.complete_command("c1", "node-b", outcome="not mine") is False
 
-    async def test_renewed_leases_expire_after_their_ttl(self) -> None:
+            records = await store.command_records()
+            assert [r.command.command_id for r in records] == ["c3", "c2", "c1", "c0"]
+            by_id = {r.command.command_id: r for r in records}
+            assert by_id["c0"].state is CommandState.DONE
+            assert by_id["c0"].outcome == "applied: running -> stopping"
+            assert by_id["c0"].completed_at is not None
+            assert by_id["c0"].completed_at.utcoffset() == timedelta(0)
+            assert by_id["c1"].state is CommandState.CLAIMED
+            assert (by_id["c1"].outcome, by_id["c1"].completed_at) == (None, None)
+            assert by_id["c1"].command.claimed_by == "node-a"
+            assert by_id["c2"].state is CommandState.PENDING
+            assert by_id["c2"].command == _command("c2", created_at=T0 + timedelta(seconds=2))
+
+            of_t = await store.command_records(task_id="t", limit=2)
+            assert [r.command.command_id for r in of_t] == ["c2", "c1"]
+            assert await store.command_records(task_id="nobody") == []
+
+    async def test_complete_without_outcome_and_a_claim_that_ran_out_is_pending(self) -> None:
         async with self._store() as store:
-            for task_id in ("a", "b", "done"):
-                status = _S.SUCCEEDED if task_id == "done" else _S.RUNNING
-                await store.create(make_snapshot(task_id, status=status, status_version=4))
-            await store.renew_leases("node-a", ["a", "done"], ttl_seconds=self.lease_seconds)
-            await store.renew_leases("node-b", ["b"], ttl_seconds=self.long_lease_seconds)
-            await store.renew_leases("node-a", ["ghost"], ttl_seconds=self.lease_seconds)
-            assert await store.get("ghost") is None
+            await store.submit_command(_command("c1"))
+            await store.submit_command(_command("c2", created_at=T0 + timedelta(seconds=1)))
+            await store.claim_commands("node-a", lease_seconds=self.lease_seconds)
+            assert await store.complete_command("c1", "node-a")
+            done = {r.command.command_id: r for r in await store.command_records()}["c1"]
+            assert done.state is CommandState.DONE
+            assert done.outcome is None
 
-            async def expired_ids() -> list[str]:
-                return [lease.snapshot.task_id for lease in await store.expired_leases()]
+            async def c2_pending() -> bool:
+                records = {r.command.command_id: r for r in await store.command_records()}
+                return records["c2"].state is CommandState.PENDING
 
-            assert await self._eventually(expired_ids, "the lease of 'a' to expire") == ["a"]
-            (lease,) = await store.expired_leases()
-            assert lease.lease_owner == "node-a"
-            assert lease.lease_expires_at is not None
-            assert lease.lease_expires_at.utcoffset() == timedelta(0)
-            await store.renew_leases("node-a", ["a"], ttl_seconds=self.long_lease_seconds)
-            assert await store.expired_leases() == []
+            assert await self._eventually(c2_pending, "the claim of c2 to run out")
 
-    async def test_expired_leases_filter_by_bucket(self) -> None:
+    async def test_bad_outcome_text_is_refused_and_the_command_stays_open(self) -> None:
         async with self._store() as store:
-            for bucket in (None, 0, 1, 2):
-                task_id = f"b-{bucket}"
-                await store.create(make_snapshot(task_id, status=_S.QUEUED, bucket=bucket))
-            found = await store.expired_leases(buckets=frozenset({0, 2}))
-            assert sorted(lease.snapshot.task_id for lease in found) == ["b-0", "b-2"]
-            assert await store.expired_leases(buckets=frozenset()) == []
-            assert len(await store.expired_leases()) == 4
-
-    async def test_save_never_touches_the_lease(self) -> None:
-        async with self._store() as store:
-            snapshot = make_snapshot("t", status=_S.QUEUED, status_version=1, owner="node-a")
-            await store.create(snapshot)
-            await store.renew_leases("node-a", ["t"], ttl_seconds=self.long_lease_seconds)
-            starting, transition = next_step(snapshot, _S.STARTING)
-            await store.save(starting, expect_version=1, transitions=[transition])
-            await store.touch("t", progress=Progress(done=1), heartbeat=T0)
-            assert await store.expired_leases() == []
-            await store.renew_leases("node-b", ["t"], ttl_seconds=self.lease_seconds)
-
-            async def expired() -> list[Any]:
-                return await store.expired_leases()
-
-            (lease,) = await self._eventually(expired, "the lease to expire")
-            assert lease.lease_owner == "node-b"
-            assert lease.snapshot.status is _S.STARTING
+            await store.submit_command(_command("c1"))
+            await store.claim_commands("node-a", lease_seconds=self.long_lease_seconds)
+            for bad in ("nul\x00inside", "lone \ud800 surrogate", "x" * (MAX_OUTCOME_CHARS + 1)):
+                await _raises(PayloadError, store.complete_command("c1", "node-a", outcome=bad))
+            (record,) = await store.command_records()
+            assert record.state is CommandState.CLAIMED
+            hostile = "".join(HOSTILE_STRINGS)[:MAX_OUTCOME_CHARS]
+            assert await store.complete_command("c1", "node-a", outcome=hostile)
+            (record,) = await store.command_records()
+            assert record.outcome == hostile

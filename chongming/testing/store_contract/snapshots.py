@@ -15,11 +15,13 @@ from chongming.errors import (
 from chongming.state.fold import fold_history
 from chongming.state.query import TaskQuery
 from chongming.state.records import Failure, FailureKind, Progress
+from chongming.stores.writes import StateWrite
 from chongming.testing.store_contract._support import (
     _S,
     T0,
     ContractBase,
     _command,
+    _node,
     _raises,
     make_snapshot,
     next_step,
@@ -65,8 +67,15 @@ class SnapshotContract(ContractBase):
                 lambda: store.claim_commands("n", lease_seconds=1),
                 lambda: store.complete_command("c", "n"),
                 lambda: store.release_command("c", "n"),
-                lambda: store.renew_leases("n", ["t"], ttl_seconds=1),
-                lambda: store.expired_leases(),
+                lambda: store.command_records(),
+                lambda: store.register_node(_node("n"), ttl_seconds=1),
+                lambda: store.renew_node("n", "i", ttl_seconds=1),
+                lambda: store.release_node("n", "i"),
+                lambda: store.nodes(),
+                lambda: store.task_counts(),
+                lambda: store.apply_writes(
+                    [StateWrite(snapshot=make_snapshot("v"), transitions=())]
+                ),
             ]
             for call in calls:
                 await _raises(StoreClosed, call())
