@@ -131,6 +131,71 @@ async def drive_store(
     return Result(name, 4 * len(trajectories), seconds)
 
 
+async def drive_apply_writes(
+    name: str, store: TaskStore, trajectories: list[Trajectory], batch: int
+) -> Result:
+    """The write-through shape: ``batch`` tasks per ``apply_writes`` call, one step at a time."""
+    from chongming.stores.writes import StateWrite, WriteOutcome
+
+    started = time.perf_counter()
+    for start in range(0, len(trajectories), batch):
+        chunk = trajectories[start : start + batch]
+        steps = [[StateWrite(snapshot=t.snapshots[0], transitions=()) for t in chunk]]
+        for step in range(1, 5):
+            steps.append(
+                [
+                    StateWrite(
+                        snapshot=t.snapshots[step],
+                        transitions=(t.transitions[step - 1],),
+                        expect_version=t.snapshots[step - 1].status_version,
+                    )
+                    for t in chunk
+                ]
+            )
+        for writes in steps:
+            results = await store.apply_writes(writes)
+            assert all(r.outcome is WriteOutcome.WRITTEN for r in results), "a write was lost"
+    seconds = time.perf_counter() - started
+    return Result(f"{name}.apply_writes", 4 * len(trajectories), seconds)
+
+
+async def bench_sqlite_apply_writes(
+    directory: Path, trajectories: list[Trajectory], batch: int, max_batch: int
+) -> Result:
+    store = SqliteTaskStore(directory / "apply.db", max_batch=max_batch)
+    async with store:
+        result = await drive_apply_writes("SqliteTaskStore", store, trajectories, batch)
+        last = trajectories[-1].snapshots[-1]
+        assert await store.get(last.task_id) == last, "the benchmark must write what it claims"
+    return result
+
+
+async def bench_postgres_apply_writes(
+    dsn: str, trajectories: list[Trajectory], batch: int, group_commit: bool
+) -> Result:
+    import secrets
+
+    import asyncpg  # type: ignore[import-untyped]  # benchmark-only import
+
+    from chongming.stores.postgres import PostgresTaskStore
+
+    schema = f"chongming_bench_{secrets.token_hex(4)}"
+    store = PostgresTaskStore(dsn, schema=schema, group_commit=group_commit)
+    try:
+        async with store:
+            mode = "group commit" if group_commit else "no group commit"
+            result = await drive_apply_writes(
+                f"PostgresTaskStore ({mode})", store, trajectories, batch
+            )
+    finally:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+    return result
+
+
 async def bench_sqlite_store(
     directory: Path, trajectories: list[Trajectory], concurrency: int, max_batch: int
 ) -> Result:
@@ -190,6 +255,7 @@ async def run_sqlite(args: argparse.Namespace) -> float:
     trajectories = build_trajectories(args.n)
     raws: list[Result] = []
     stores: list[Result] = []
+    applied: list[Result] = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="chongming-bench-") as directory:
             raws.append(await bench_sqlite_raw(Path(directory), trajectories, args.batch))
@@ -198,11 +264,36 @@ async def run_sqlite(args: argparse.Namespace) -> float:
                     Path(directory), trajectories, args.concurrency, args.max_batch
                 )
             )
+            applied.append(
+                await bench_sqlite_apply_writes(
+                    Path(directory), trajectories, args.batch, args.max_batch
+                )
+            )
     print(
         f"SQLite (WAL, synchronous=NORMAL), N={args.n} tasks, concurrency={args.concurrency},"
-        f" max_batch={args.max_batch}, best of {args.repeat}"
+        f" max_batch={args.max_batch}, apply_writes batch={args.batch}, best of {args.repeat}"
     )
-    return report(best(stores), best(raws))
+    ratio = report(best(stores), best(raws))
+    report(best(applied), best(raws))
+    return ratio
+
+
+async def run_postgres_apply_writes(args: argparse.Namespace) -> None:
+    import os
+
+    dsn = os.environ.get("CHONGMING_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+    trajectories = build_trajectories(args.n)
+    print(f"PostgreSQL apply_writes, N={args.n} tasks, batch={args.batch}, best of {args.repeat}")
+    for group_commit in (True, False):
+        runs = [
+            await bench_postgres_apply_writes(dsn, trajectories, args.batch, group_commit)
+            for _ in range(args.repeat)
+        ]
+        result = best(runs)
+        print(
+            f"  {result.name:<28} {result.transitions:>7} transitions"
+            f" in {result.seconds:6.2f} s = {result.rate:>9,.0f} transitions/s"
+        )
 
 
 def run_postgres(args: argparse.Namespace) -> None:
@@ -218,6 +309,7 @@ def run_postgres(args: argparse.Namespace) -> None:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     module.main(["--n", str(args.n), "--concurrency", str(args.concurrency)])
+    asyncio.run(run_postgres_apply_writes(args))
 
 
 def main(argv: list[str] | None = None) -> None:

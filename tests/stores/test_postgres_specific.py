@@ -344,3 +344,43 @@ async def test_close_wakes_a_waiting_poller_with_store_closed(factory: PgStoreFa
     await store.close()
     with pytest.raises(StoreClosed):
         await _bounded(waiter)
+
+
+async def test_a_version_1_schema_migrates_keeping_its_tasks(factory: PgStoreFactory) -> None:
+    from chongming.stores.postgres.schema import MIGRATIONS
+
+    schema = fresh_name("s")
+    factory.schemas.append(schema)
+    async with admin_connection() as conn:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(
+            f'CREATE TABLE "{schema}".schema_version (version integer PRIMARY KEY,'
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        await conn.execute(MIGRATIONS[0][1].replace("@schema", f'"{schema}"'))
+        await conn.execute(f'INSERT INTO "{schema}".schema_version (version) VALUES (1)')
+    old = factory.make(schema=schema)
+    await old.open()
+    await old.create(make_snapshot("t"))
+    await old.close()
+    async with admin_connection() as conn:  # back to version 1, with a task leased the old way
+        await conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version > 1')
+        await conn.execute(f'DROP TABLE "{schema}".nodes')
+        await conn.execute(
+            f'ALTER TABLE "{schema}".tasks ADD COLUMN lease_owner text,'
+            " ADD COLUMN lease_expires_at timestamptz"
+        )
+        await conn.execute(f'ALTER TABLE "{schema}".commands DROP COLUMN outcome')
+        await conn.execute(f"UPDATE \"{schema}\".tasks SET lease_owner = 'old-node'")
+    store = factory.make(schema=schema)
+    await store.open()
+    assert await store.get("t") == make_snapshot("t")
+    assert await store.nodes() == []
+    async with admin_connection() as conn:
+        version = await conn.fetchval(f'SELECT max(version) FROM "{schema}".schema_version')
+        columns = await conn.fetchval(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = $1"
+            " AND table_name = 'tasks' AND column_name LIKE 'lease%'",
+            schema,
+        )
+    assert (version, columns) == (SCHEMA_VERSION, 0)
