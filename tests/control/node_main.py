@@ -2,9 +2,11 @@
 
     python -m tests.control.node_main --db LOCATION [--schema S] --owner A --tasks N
 
-Prints ``ready`` once all N tasks are running, then one JSON line of outcomes
-when they have ended, and exits 0. Each task loops at checkpoints until it is
-stopped (or, with ``--finish-after``, returns after that many seconds).
+Prints ``ack <id>`` as each submit returns (the task is durable then),
+``ready`` once the first ``--max-parallel`` tasks are running, then one JSON
+line (outcomes, and the tasks it let go) when all have ended, and exits 0.
+Each task loops at checkpoints until it is stopped (or, with
+``--finish-after``, returns after that many seconds).
 """
 
 from __future__ import annotations
@@ -43,21 +45,25 @@ async def main(options: argparse.Namespace) -> int:
     async with Controller(
         store=store,
         owner=options.owner,
-        max_parallel=max(options.tasks, 1),
+        max_parallel=options.max_parallel or max(options.tasks, 1),
         windows=windows,
         poll_interval=options.poll_interval,
         lease_ttl=options.lease_ttl,
     ) as controller:
         controller.register("loops", loops)
-        runs = [
-            await controller.submit("loops", options.finish_after, task_id=f"{options.prefix}{i}")
-            for i in range(options.tasks)
-        ]
-        while not all(run.status is not TaskStatus.STARTING for run in runs):
+        runs = []
+        for i in range(options.tasks):
+            task_id = f"{options.prefix}{i}"
+            runs.append(await controller.submit("loops", options.finish_after, task_id=task_id))
+            print(f"ack {task_id}", flush=True)
+        started = runs[: controller.limits.max_parallel]
+        while any(run.status in (TaskStatus.QUEUED, TaskStatus.STARTING) for run in started):
             await asyncio.sleep(0.01)
         print("ready", flush=True)
         outcomes = await controller.wait_all()
-        print(json.dumps({o.task_id: o.status.value for o in outcomes}), flush=True)
+        let_go = sorted(task_id for task_id, _ in controller.persist_failures.let_go)
+        report = {"outcomes": {o.task_id: o.status.value for o in outcomes}, "let_go": let_go}
+        print(json.dumps(report), flush=True)
         if not isinstance(store, str):
             await controller.close(close_store=True)
     return 0
@@ -69,6 +75,7 @@ if __name__ == "__main__":
     parser.add_argument("--schema")
     parser.add_argument("--owner", required=True)
     parser.add_argument("--tasks", type=int, default=3)
+    parser.add_argument("--max-parallel", type=int, default=0)
     parser.add_argument("--prefix", default="job-")
     parser.add_argument("--finish-after", type=float, default=3600.0)
     parser.add_argument("--poll-interval", type=float, default=0.05)
