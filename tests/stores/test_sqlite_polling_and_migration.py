@@ -74,9 +74,7 @@ async def test_a_clock_step_back_in_another_process_cannot_resurrect_a_node(
             await asyncio.sleep(0.01)
     # ...then a fresh process whose wall clock stepped back an hour judges it still expired.
     real = __import__("time").time_ns
-    monkeypatch.setattr(
-        "chongming.stores.sqlite.store.time.time_ns", lambda: real() - 3600 * 10**9
-    )
+    monkeypatch.setattr("chongming.stores.sqlite.store.time.time_ns", lambda: real() - 3600 * 10**9)
     async with SqliteTaskStore(path) as late:
         (record,) = await late.nodes()
         assert not record.live
