@@ -50,24 +50,16 @@ class NodeLease:
         self._task: asyncio.Task[None] | None = None
         self.renewals = 0
         self.replaced = False
-        self.supported = True
 
     @property
     def registered(self) -> bool:
-        return self._task is not None or not self.supported
+        return self._task is not None
 
     async def register(self) -> None:
         """Register (raises :class:`NodeConflict` if a live node holds the name), then renew."""
-        if self._task is not None or not self.supported:
+        if self._task is not None:
             return
-        try:
-            await self._store.register_node(self.info, ttl_seconds=self._ttl)
-        except NotImplementedError:
-            # A backend written against an earlier port: write-through and
-            # commands work; liveness (and so reconcile) cannot be judged.
-            self.supported = False
-            _log.warning("%s keeps no nodes: reconcile cannot judge this node", self._store)
-            return
+        await self._store.register_node(self.info, ttl_seconds=self._ttl)
         self._task = asyncio.get_running_loop().create_task(
             self._renew_forever(), name="chongming:node-lease"
         )

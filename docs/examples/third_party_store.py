@@ -16,14 +16,15 @@ Run this file to see the store work: ``python docs/examples/third_party_store.py
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command, ExpiredLease, TaskStore
+from chongming.stores.base import Command, TaskStore
 from chongming.stores.memory import InMemoryTaskStore
+from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.testing.store_contract import StoreContract, make_snapshot, next_step
 
 
@@ -79,19 +80,35 @@ class JournalingStore(TaskStore):
     ) -> list[Command]:
         return await self._inner.claim_commands(owner, lease_seconds=lease_seconds, limit=limit)
 
-    async def complete_command(self, command_id: str, owner: str) -> bool:
-        return await self._inner.complete_command(command_id, owner)
+    async def complete_command(
+        self, command_id: str, owner: str, outcome: str | None = None
+    ) -> bool:
+        return await self._inner.complete_command(command_id, owner, outcome)
 
     async def release_command(self, command_id: str, owner: str) -> bool:
         return await self._inner.release_command(command_id, owner)
 
-    async def renew_leases(
-        self, owner: str, task_ids: Collection[str], *, ttl_seconds: float
-    ) -> None:
-        await self._inner.renew_leases(owner, task_ids, ttl_seconds=ttl_seconds)
+    async def command_records(
+        self, *, task_id: str | None = None, limit: int = 100
+    ) -> list[CommandRecord]:
+        return await self._inner.command_records(task_id=task_id, limit=limit)
 
-    async def expired_leases(self, *, buckets: Collection[int] | None = None) -> list[ExpiredLease]:
-        return await self._inner.expired_leases(buckets=buckets)
+    async def register_node(self, info: NodeInfo, *, ttl_seconds: float) -> NodeRecord:
+        record = await self._inner.register_node(info, ttl_seconds=ttl_seconds)
+        self.journal.append(f"node {info.owner}")
+        return record
+
+    async def renew_node(self, owner: str, incarnation: str, *, ttl_seconds: float) -> bool:
+        return await self._inner.renew_node(owner, incarnation, ttl_seconds=ttl_seconds)
+
+    async def release_node(self, owner: str, incarnation: str) -> None:
+        await self._inner.release_node(owner, incarnation)
+
+    async def nodes(self) -> list[NodeRecord]:
+        return await self._inner.nodes()
+
+    async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
+        return await self._inner.task_counts(active_only=active_only)
 
 
 class JournalingStoreContract(StoreContract):

@@ -84,7 +84,8 @@ async def kill_and_reconcile(args: list[str], store: TaskStore, run: int, seed: 
             assert task_id in by_id, f"acknowledged {task_id} is not in the store"
         for snapshot in mine:  # P2: each history is a legal, contiguous path
             history = await ops.history(snapshot.task_id)
-            assert audit_history(snapshot, history) == [], snapshot.task_id
+            problems = audit_history(snapshot, history)
+            assert problems == [], (snapshot, [(t.version, t.to_status, t.at) for t in history])
         dry = await ops.reconcile(dry_run=True)
         after_dry = {s.task_id: s for s in await ops.list_tasks() if s.task_id.startswith(prefix)}
         assert after_dry == by_id, "a dry run wrote something"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from chongming.errors import PayloadError, StoreClosed
 from chongming.state.query import TaskQuery
+from chongming.state.records import Progress
 from chongming.stores.nodes import TaskCount
 from chongming.stores.writes import StateWrite, WriteOutcome
 from chongming.testing.store_contract._support import (
@@ -80,6 +83,43 @@ class WriteContract(ContractBase):
             assert await store.get("t000") == starting
             assert await store.history("t000") == [step_1, step_2]
             assert len(await store.query(TaskQuery())) == 300
+
+    async def test_a_touch_racing_a_state_write_never_half_applies_it(self) -> None:
+        """Progress and heartbeats arrive while state writes are in flight (write-through).
+
+        Whatever order the store runs them in, each write is whole: the
+        snapshot holds the new version, the history ends at it, and the
+        touch's progress is kept.
+        """
+        async with self._store() as store:
+            tasks = [make_snapshot(f"t{i}") for i in range(20)]
+            for task in tasks:
+                await store.create(task)
+            moves = [next_step(task, _S.QUEUED) for task in tasks]
+            writes = [
+                StateWrite(snapshot=moved, transitions=[step], expect_version=0)
+                for moved, step in moves
+            ]
+            progress = Progress(done=5, total=10)
+            batch = asyncio.ensure_future(store.apply_writes(writes))
+            await asyncio.gather(*(store.touch(t.task_id, progress=progress) for t in tasks))
+            results = await batch
+            assert [r.outcome for r in results] == [_W.WRITTEN] * len(tasks)
+            for (_moved, step), task in zip(moves, tasks, strict=True):
+                stored = await store.get(task.task_id)
+                assert stored is not None
+                assert stored.status_version == 1, task.task_id
+                assert stored.status is _S.QUEUED
+                assert await store.history(task.task_id) == [step]
+            starts = [next_step(moved, _S.STARTING) for moved, _ in moves]
+            saves = [store.save(started, 1, [step]) for started, step in starts]
+            again = [store.touch(task.task_id, progress=progress) for task in tasks]
+            await asyncio.gather(*saves, *again)
+            for task in tasks:
+                stored = await store.get(task.task_id)
+                assert stored is not None
+                assert stored.status_version == 2, task.task_id
+                assert [t.version for t in await store.history(task.task_id)] == [1, 2]
 
     async def test_a_resent_write_that_is_already_stored_is_written(self) -> None:
         async with self._store() as store:
