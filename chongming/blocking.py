@@ -335,6 +335,9 @@ class BlockingController:
     resume = blocking_twin(Controller.resume)
     stop_all = blocking_twin(Controller.stop_all)
     wait_all = blocking_twin(Controller.wait_all)
+    reconcile = blocking_twin(Controller.reconcile)
+    nodes = blocking_twin(Controller.nodes)
+    bucket_report = blocking_twin(Controller.bucket_report)
 
     def __repr__(self) -> str:
         return f"<BlockingController {self._phase} {self._controller!r}>"

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
+from chongming.control.buckets import BucketReport, report_buckets
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
@@ -54,6 +55,7 @@ from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind, TaskStore
+from chongming.stores.nodes import NodeRecord
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import ExecutorChoice, TaskSpec
 
@@ -593,9 +595,7 @@ class Controller:
         """
         self._check_not_closed()
         reason = check_reason(reason)
-        plane = self._plane
-        if plane is None:
-            raise ConfigurationError("reconcile needs a store: Controller(store=...)")
+        plane = self._require_plane("reconcile")
         await self._open()
         return await plane.reconcile(
             dry_run=dry_run,
@@ -603,6 +603,27 @@ class Controller:
             actor=f"reconcile:{self.owner}",
             at=to_datetime(self.clock.time()),
         )
+
+    async def nodes(self) -> list[NodeRecord]:
+        """Every node the store knows, live or expired (``live`` by the store's clock)."""
+        self._check_not_closed()
+        plane = self._require_plane("nodes")
+        await self._open()
+        return await plane.store.nodes()
+
+    async def bucket_report(self) -> BucketReport:
+        """Owners and task counts per bucket, flagging buckets owned twice or orphaned."""
+        self._check_not_closed()
+        plane = self._require_plane("the bucket report")
+        await self._open()
+        nodes = await plane.store.nodes()
+        counts = await plane.store.task_counts()
+        return report_buckets(nodes, counts, num_buckets=self.buckets.num_buckets)
+
+    def _require_plane(self, what: str) -> ControlPlane:
+        if self._plane is None:
+            raise ConfigurationError(f"{what} needs a store: Controller(store=...)")
+        return self._plane
 
     async def wait_all(self, timeout: float | None = None) -> list[Outcome]:
         """Wait until every task known now has ended; their outcomes in submission order.
