@@ -20,7 +20,7 @@ import os
 import random
 import signal
 
-from chongming import Controller, TaskStatus
+from chongming import Controller, TaskSnapshot, TaskStatus
 from chongming.state import audit_history
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
@@ -45,6 +45,17 @@ async def read_acks(node: Node, deadline: float) -> tuple[list[str], bool]:
         if line.startswith("ack "):
             acks.append(line.removeprefix("ack "))
     return acks, False
+
+
+async def quiet_view(ops: Controller, prefix: str) -> list[TaskSnapshot]:
+    """The node's tasks once two reads 0.2 s apart agree."""
+    before = None
+    while True:
+        now = [s for s in await ops.list_tasks() if s.task_id.startswith(prefix)]
+        if now == before:
+            return now
+        before = now
+        await asyncio.sleep(0.2)
 
 
 async def kill_and_reconcile(args: list[str], store: TaskStore, run: int, seed: int) -> None:
@@ -78,7 +89,9 @@ async def kill_and_reconcile(args: list[str], store: TaskStore, run: int, seed: 
         node.kill()
     acks += [line.removeprefix("ack ") for line in rest.splitlines() if line.startswith("ack ")]
     async with Controller(store=store, owner=f"ops-{run}") as ops:
-        mine = [s for s in await ops.list_tasks() if s.task_id.startswith(prefix)]
+        # A PostgreSQL backend may still commit the dead node's last statement
+        # after the client is gone: read once the store has stopped moving.
+        mine = await quiet_view(ops, prefix)
         by_id = {s.task_id: s for s in mine}
         for task_id in acks:  # P1: every acknowledged submit survived the kill
             assert task_id in by_id, f"acknowledged {task_id} is not in the store"
