@@ -317,7 +317,8 @@ class Controller:
         a bucket this node does not own — each raises its own typed error and
         leaves nothing behind.
         """
-        await self._open()
+        if self._phase != _Phase.OPEN:
+            await self._open()
         spec = self.registry.get(name)
         if task_id is not None and check_task_id(task_id) in self._host:
             raise DuplicateTask(task_id)
@@ -643,7 +644,7 @@ class Controller:
             settled = [future for run in runs if (future := self._host.settled(run)) is not None]
             if settled:
                 await asyncio.shield(asyncio.gather(*settled))
-        return [run.outcome for run in runs if run.outcome is not None]
+        return [outcome for run in runs if (outcome := run.outcome) is not None]
 
     def __repr__(self) -> str:
         return f"<Controller owner={self.owner!r} {self._phase} tasks={len(self._host)}>"

@@ -120,7 +120,13 @@ class ControllerHost:
     # -- RunHost: what the runs call back ------------------------------------------------
 
     def enqueue(self, run: HostedRun) -> None:
-        self._queue.push(run, priority=run.priority, bucket=run.bucket, tags=run.tags)
+        queue = self._queue
+        if queue.admit(run, priority=run.priority, bucket=run.bucket, tags=run.tags):
+            # It took a free slot at once (nothing was waiting ahead of it).
+            if not run.dispatch():
+                queue.release(run)
+                self._dispatch_ready()
+            return
         self._dispatch_ready()
 
     def withdraw(self, run: HostedRun) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Awaitable
 from chongming.errors import PayloadError
 from chongming.executors.base import StopSemantics
 from chongming.run.plan import AttemptInputs, AttemptListener, AttemptPlan
-from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge
-from chongming.state.payload import json_form
+from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge, judge_return
+from chongming.state.payload import json_form, plain_json
 from chongming.state.records import Failure, FailureKind, JsonValue
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import AttemptSignals, CarrierKind
@@ -20,6 +20,9 @@ from chongming.task_api.signals import AttemptSignals, CarrierKind
 __all__ = ["Attempt"]
 
 _log = logging.getLogger("chongming.run")
+_SUCCEEDED = VerdictKind.SUCCEEDED
+_COROUTINE = CarrierKind.COROUTINE
+_INLINE = CarrierKind.INLINE
 
 
 class Attempt:
@@ -66,7 +69,7 @@ class Attempt:
         self._listener = listener
         self._loop = loop = asyncio.get_running_loop()
         executor = plan.executor
-        carrier = CarrierKind.COROUTINE if executor is None else executor.carrier
+        carrier = _COROUTINE if executor is None else executor.carrier
         self.signals = AttemptSignals(carrier, loop, self._pause_reached, self._launched)
         self.context: TaskContext | None = None
         self.task: asyncio.Task[None] | None = None
@@ -114,7 +117,7 @@ class Attempt:
         plan = self.plan
         inputs = self.inputs
         executor = plan.executor
-        on_loop = executor is None or executor.carrier is CarrierKind.INLINE
+        on_loop = executor is None or executor.carrier is _INLINE
         context = TaskContext(
             task_id=inputs.task_id,
             name=plan.name,
@@ -198,17 +201,19 @@ class Attempt:
                 self.inputs.task_id,
             )
             return
-        verdict = judge(
-            returned=returned,
-            value=value,
-            error=error,
-            cancelled=cancelled,
-            launched=self.signals.abandon() if cancelled else True,
-            force=self.force,
-            stop_requested=self.signals.stop_requested,
-            stop_semantics=self.stop_semantics,
-        )
-        if verdict.kind is VerdictKind.SUCCEEDED:
+        if returned:
+            verdict = judge_return(value, self.force)
+        else:
+            verdict = judge(
+                returned=False,
+                error=error,
+                cancelled=cancelled,
+                launched=self.signals.abandon() if cancelled else True,
+                force=self.force,
+                stop_requested=self.signals.stop_requested,
+                stop_semantics=self.stop_semantics,
+            )
+        if verdict.kind is _SUCCEEDED:
             verdict = _check_result(verdict, self.context, self.plan.max_payload_bytes)
         self._report(verdict)
 
@@ -311,12 +316,15 @@ class Attempt:
             self._watch_timer = None
 
     def _cancel_timers(self) -> None:
-        self._cancel_watch()
-        for name in ("_grace_timer", "_cancel_timer"):
-            timer = getattr(self, name)
-            if timer is not None:
-                timer.cancel()
-                setattr(self, name, None)
+        if self._watch_timer is not None:
+            self._watch_timer.cancel()
+            self._watch_timer = None
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+            self._grace_timer = None
+        if self._cancel_timer is not None:
+            self._cancel_timer.cancel()
+            self._cancel_timer = None
 
 
 def _check_result(verdict: Verdict, context: TaskContext | None, limit: int | None) -> Verdict:
@@ -330,6 +338,8 @@ def _check_result(verdict: Verdict, context: TaskContext | None, limit: int | No
         )
         return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
     value: JsonValue = verdict.value
+    if plain_json(value):
+        return verdict  # None, a bool, a 64-bit int: stored as it is, no check can fail
     if inspect.iscoroutine(value):
         value.close()  # never awaited: close it so Python does not warn at exit
         failure = Failure(

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from chongming.executors.base import Executor
 from chongming.policies.timeout import Timeout
@@ -41,9 +41,13 @@ class AttemptPlan:
     max_payload_bytes: int | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class AttemptInputs:
-    """What one run gives each of its attempts."""
+class AttemptInputs(NamedTuple):
+    """What one run gives each of its attempts (immutable; built once per run).
+
+    A named tuple rather than a frozen dataclass: it is built on every
+    submit, and a tuple is built in one step instead of one ``__setattr__``
+    per field.
+    """
 
     task_id: str
     args: tuple[Any, ...]
@@ -51,8 +55,9 @@ class AttemptInputs:
     upstream: Mapping[str, JsonValue] | None = None
 
 
-_PlanKey = tuple[int, int, Timeout | None, ControlWindows, Path, int | None, str]
-_plans: dict[_PlanKey, tuple[Callable[..., Any], Executor | None, AttemptPlan]] = {}
+# Objects that are compared by identity are held in the entry: their ids stay unique.
+_PlanKey = tuple[int, int, Timeout | None, int, int, int | None, str]
+_plans: dict[_PlanKey, tuple[tuple[object, ...], AttemptPlan]] = {}
 _MAX_PLANS = 512
 
 
@@ -66,11 +71,23 @@ def plan_for(
     artifact_root: Path,
     max_payload_bytes: int | None,
 ) -> AttemptPlan:
-    """The shared plan for these settings (built once: submit is the hot path)."""
-    key = (id(fn), id(executor), timeout, windows, artifact_root, max_payload_bytes, name)
+    """The shared plan for these settings (built once: submit is the hot path).
+
+    Windows and the artifact root are keyed by identity (hashing a frozen
+    dataclass or a ``Path`` runs Python code); an equal copy gets a plan of
+    its own, which is just as right.
+    """
+    key = (id(fn), id(executor), timeout, id(windows), id(artifact_root), max_payload_bytes, name)
     entry = _plans.get(key)
-    if entry is not None and entry[0] is fn and entry[1] is executor:
-        return entry[2]
+    if entry is not None:
+        held = entry[0]
+        if (
+            held[0] is fn
+            and held[1] is executor
+            and held[2] is windows
+            and held[3] is artifact_root
+        ):
+            return entry[1]
     plan = AttemptPlan(
         name=name,
         fn=fn,
@@ -82,7 +99,7 @@ def plan_for(
     )
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
-    _plans[key] = (fn, executor, plan)  # holding fn and executor keeps their ids unique
+    _plans[key] = ((fn, executor, windows, artifact_root), plan)
     return plan
 
 

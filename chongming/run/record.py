@@ -18,13 +18,13 @@ from datetime import datetime
 from chongming.clock import to_datetime
 from chongming.errors import InvalidTransition
 from chongming.run.history import STATUS_VALUE, Step, extend_records
+from chongming.run.statuses import PENDING, QUEUED, RUNNING, STARTING
 from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 from chongming.state.table import TRANSITIONS
 
 __all__ = ["RunRecord", "optional_datetime"]
 
-_S = TaskStatus
 _TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
 _ALLOWED = dict(TRANSITIONS)  # a plain dict reads faster than the public read-only view
 
@@ -48,7 +48,7 @@ class RunRecord:
 
     def __init__(self, task_id: str, now: float) -> None:
         self.task_id = task_id
-        self.status = _S.PENDING
+        self.status = PENDING
         self.version = 0
         self.attempt = 0
         self.history: tuple[Step, ...] = ()
@@ -81,7 +81,7 @@ class RunRecord:
             raise InvalidTransition(current, target)
         version = self.version + 1
         self.version = version
-        if target is _S.STARTING:
+        if target is STARTING:
             self.attempt += 1
         self.history += (
             (
@@ -97,10 +97,10 @@ class RunRecord:
         )
         self.status = target
         self.updated = now
-        if target is _S.QUEUED:
+        if target is QUEUED:
             if self.queued is None:
                 self.queued = now
-        elif target is _S.RUNNING:
+        elif target is RUNNING:
             if self.started is None:
                 self.started = now
         elif target in _TERMINAL:

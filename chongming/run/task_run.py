@@ -16,14 +16,12 @@ from chongming.run.host import StandaloneHost
 from chongming.run.lifecycle import RunLifecycle, call_done_callback, check_actor, check_tags
 from chongming.run.outcome import Outcome
 from chongming.run.record import optional_datetime
+from chongming.run.statuses import PAUSED, PAUSING, RUNNING, SUCCEEDED
 from chongming.state.payload import (
     check_reason,
 )
 from chongming.state.records import TaskSnapshot
-from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
-
-_S = TaskStatus
 
 __all__ = ["TaskRun", "check_tags"]
 
@@ -87,7 +85,7 @@ class TaskRun(RunLifecycle):
         return Outcome(
             task_id=self.task_id,
             status=status,
-            value=self._result if status is _S.SUCCEEDED else None,
+            value=self._result if status is SUCCEEDED else None,
             failure=self._failure,
             attempts=self._record.attempt,
             elapsed=elapsed,
@@ -136,17 +134,17 @@ class TaskRun(RunLifecycle):
         reason = check_reason(reason)
         actor = check_actor(actor)
         status = self._record.status
-        if status is _S.PAUSED:
+        if status is PAUSED:
             return True
-        if status is _S.PAUSING and self._pause_waiter is not None:
+        if status is PAUSING and self._pause_waiter is not None:
             return await asyncio.shield(self._pause_waiter)
         current = self._current
-        if status is not _S.RUNNING or current is None:
+        if status is not RUNNING or current is None:
             return False
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bool] = loop.create_future()
         self._pause_waiter = waiter
-        self._move(_S.PAUSING, Trigger.USER_PAUSE, actor=actor, reason=reason)
+        self._move(PAUSING, Trigger.USER_PAUSE, actor=actor, reason=reason)
         current.signals.request_pause()
         self._pause_timer = loop.call_later(self.windows.pause_window, self._pause_window_over)
         return await asyncio.shield(waiter)
@@ -157,14 +155,14 @@ class TaskRun(RunLifecycle):
         actor = check_actor(actor)
         status = self._record.status
         current = self._current
-        if status not in (_S.PAUSED, _S.PAUSING) or current is None:
+        if status not in (PAUSED, PAUSING) or current is None:
             return False
         if self._pause_timer is not None:
             self._pause_timer.cancel()
             self._pause_timer = None
-        self._move(_S.RUNNING, Trigger.USER_RESUME, actor=actor, reason=reason)
+        self._move(RUNNING, Trigger.USER_RESUME, actor=actor, reason=reason)
         current.signals.withdraw_pause()
-        if status is _S.PAUSED:
+        if status is PAUSED:
             current.resume_clock()
         return True
 

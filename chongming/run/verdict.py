@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import NamedTuple
 
 from chongming.errors import CheckpointMisuse, TaskCancelled
 from chongming.executors.base import StopSemantics, ThreadBaseException
@@ -21,6 +22,7 @@ __all__ = [
     "VerdictKind",
     "describe_error",
     "judge",
+    "judge_return",
     "storable_text",
 ]
 
@@ -47,12 +49,16 @@ class VerdictKind(enum.Enum):
     LOST = "lost"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Verdict:
+class Verdict(NamedTuple):
+    """What may be recorded about one attempt (a named tuple: built once per attempt)."""
+
     kind: VerdictKind
     value: JsonValue = None
     failure: Failure | None = None
     error: BaseException | None = None
+
+
+_SUCCEEDED = VerdictKind.SUCCEEDED
 
 
 def judge(
@@ -86,17 +92,7 @@ def judge(
             return Verdict(kind=VerdictKind.FAILED, failure=_timeout(force))
         return Verdict(kind=VerdictKind.STOPPED)
     if returned:
-        if force is not None and force.cancelled:
-            if force.kind is ForceKind.TIMEOUT:
-                failure = _timeout(force, "; it swallowed the cancellation, its result is dropped")
-                return Verdict(kind=VerdictKind.FAILED, failure=failure)
-            return Verdict(
-                kind=VerdictKind.LOST,
-                failure=_lost(
-                    "the coroutine swallowed its cancellation and returned; its work may be partial"
-                ),
-            )
-        return Verdict(kind=VerdictKind.SUCCEEDED, value=value)
+        return judge_return(value, force)
     assert error is not None
     if isinstance(error, TaskCancelled) and stop_requested:
         if force is not None and force.kind is ForceKind.TIMEOUT:
@@ -115,6 +111,21 @@ def judge(
         retryable=not isinstance(error, ThreadBaseException | CheckpointMisuse),
     )
     return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
+
+
+def judge_return(value: JsonValue, force: Force | None) -> Verdict:
+    """:func:`judge` for a call that returned ``value`` (the common case, kept short)."""
+    if force is not None and force.cancelled:
+        if force.kind is ForceKind.TIMEOUT:
+            failure = _timeout(force, "; it swallowed the cancellation, its result is dropped")
+            return Verdict(VerdictKind.FAILED, failure=failure)
+        return Verdict(
+            VerdictKind.LOST,
+            failure=_lost(
+                "the coroutine swallowed its cancellation and returned; its work may be partial"
+            ),
+        )
+    return Verdict(_SUCCEEDED, value)
 
 
 def _timeout(force: Force, suffix: str = "") -> Failure:

@@ -21,6 +21,11 @@ the parked classes back. Removal is lazy: a discarded item is marked dead and
 skipped when it reaches the front; a superseded global entry is recognised
 because its class now schedules another sequence number.
 
+**Unconstrained queues.** With no per-bucket limit and no resource limit
+(the common case) every item falls in one class: it stays for the queue's
+lifetime, outside the global heap, and an item pushed while nothing waits and
+a slot is free can take that slot at once (:meth:`AdmissionQueue.admit`).
+
 **Cost.** ``push``, ``discard`` and ``pop_ready`` are O(log c) amortised, c
 being the number of classes (bounded by buckets × combinations of limited
 tags, not by the queue length), plus O(log p) for the p distinct priorities
@@ -72,6 +77,11 @@ class AdmissionQueue(Generic[T]):
         self._running_per_resource: dict[str, int] = {}
         self._parked_by_bucket: dict[int, set[WaitingClass[T]]] = {}
         self._parked_by_resource: dict[str, set[WaitingClass[T]]] = {}
+        # Unconstrained: the one class every item falls in (None otherwise).
+        self._plain: WaitingClass[T] | None = None
+        if self._per_bucket is None and not self._resource_limits:
+            plain = self._plain = WaitingClass((None, _NO_TAGS))
+            self._classes[plain.key] = plain
 
     def __len__(self) -> int:
         """Number of waiting items."""
@@ -95,21 +105,19 @@ class AdmissionQueue(Generic[T]):
         tags: Collection[str] = (),
     ) -> None:
         """Queue ``item``; it waits until ``pop_ready`` admits it or ``discard`` removes it."""
-        if item in self._waiting:
-            raise AdmissionStateError(item, "already waiting", "neither waiting nor running")
-        if item in self._running:
-            raise AdmissionStateError(item, "running", "neither waiting nor running")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
-        if bucket is not None and (
-            isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0
-        ):
-            raise ConfigurationError(f"bucket must be a non-negative integer, got {bucket!r}")
-        limited = self._limited(tags) if tags else _NO_TAGS
-        key = (bucket if self._per_bucket is not None else None, limited)
-        owner = self._classes.get(key)
-        if owner is None:
-            owner = self._classes[key] = WaitingClass(key)
+        self._check_new(item, priority, bucket)
+        plain = self._plain
+        if plain is not None:
+            if tags:
+                self._limited(tags)  # still refuse what is not a collection of strings
+            owner = plain
+        else:
+            limited = self._limited(tags) if tags else _NO_TAGS
+            key = (bucket if self._per_bucket is not None else None, limited)
+            found = self._classes.get(key)
+            if found is None:
+                found = self._classes[key] = WaitingClass(key)
+            owner = found
         seq = self._seq
         self._seq = seq + 1
         entry = Entry(item, -priority, seq, bucket, owner)
@@ -117,8 +125,52 @@ class AdmissionQueue(Generic[T]):
         self._waiting[item] = entry
         if bucket is not None:
             self._waiting_per_bucket[bucket] = self._waiting_per_bucket.get(bucket, 0) + 1
-        if owner.blocked_on is None:
+        if plain is None and owner.blocked_on is None:
             self._schedule(owner)
+
+    def admit(
+        self,
+        item: T,
+        *,
+        priority: int = 0,
+        bucket: int | None = None,
+        tags: Collection[str] = (),
+    ) -> bool:
+        """``push`` then ``pop_ready``, as one step when that is what they would do.
+
+        True: ``item`` holds its slot now (it was the next admissible item).
+        False: it waits, exactly as after ``push``; call ``pop_ready`` as usual.
+        """
+        plain = self._plain
+        if plain is None or self._waiting or len(self._running) >= self._max_parallel:
+            self.push(item, priority=priority, bucket=bucket, tags=tags)
+            return False
+        # Nothing waits and a slot is free: the new item is the one pop_ready returns.
+        self._check_new(item, priority, bucket)
+        if tags:
+            self._limited(tags)
+        seq = self._seq
+        self._seq = seq + 1
+        entry = Entry(item, -priority, seq, bucket, plain)
+        entry.live = False
+        self._running[item] = entry
+        if bucket is not None:
+            self._running_per_bucket[bucket] = self._running_per_bucket.get(bucket, 0) + 1
+        return True
+
+    def _check_new(self, item: T, priority: int, bucket: int | None) -> None:
+        if item in self._waiting:
+            raise AdmissionStateError(item, "already waiting", "neither waiting nor running")
+        if item in self._running:
+            raise AdmissionStateError(item, "running", "neither waiting nor running")
+        if type(priority) is not int and (
+            isinstance(priority, bool) or not isinstance(priority, int)
+        ):
+            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
+        if bucket is not None and (
+            isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0
+        ):
+            raise ConfigurationError(f"bucket must be a non-negative integer, got {bucket!r}")
 
     def discard(self, item: T) -> bool:
         """Remove a waiting item (stopped while queued, start timeout).
@@ -131,7 +183,10 @@ class AdmissionQueue(Generic[T]):
         self._leave_waiting(entry)
         owner = entry.owner
         if owner.size == 0:
-            self._drop(owner)
+            if owner is self._plain:
+                owner.clear()
+            else:
+                self._drop(owner)
             return True
         owner.forget()  # lazy deletion, compacted so dead entries cannot pile up
         if owner.blocked_on is None and owner.scheduled == entry.seq:
@@ -145,6 +200,17 @@ class AdmissionQueue(Generic[T]):
         """
         if len(self._running) >= self._max_parallel:
             return None
+        plain = self._plain
+        if plain is not None:
+            if plain.size == 0:
+                return None
+            entry = plain.take_head()
+            del self._waiting[entry.item]
+            self._leave_waiting(entry)
+            if plain.size == 0:
+                plain.clear()  # dead entries behind the head go too
+            self._take_slots(entry)
+            return entry.item
         ready = self._ready
         while ready:
             _, seq, owner = ready[0]
@@ -184,6 +250,8 @@ class AdmissionQueue(Generic[T]):
             parked = self._parked_by_bucket.pop(bucket, None)
             if parked is not None:
                 self._unpark(parked)
+        if self._plain is not None:
+            return  # no resource limits: nothing parked, nothing counted per tag
         for tag in entry.owner.resources:
             count = self._running_per_resource[tag] - 1
             if count:
@@ -232,6 +300,8 @@ class AdmissionQueue(Generic[T]):
         bucket = entry.bucket
         if bucket is not None:
             self._running_per_bucket[bucket] = self._running_per_bucket.get(bucket, 0) + 1
+        if self._plain is not None:
+            return
         for tag in entry.owner.resources:
             self._running_per_resource[tag] = self._running_per_resource.get(tag, 0) + 1
 

@@ -86,6 +86,12 @@ class WaitingClass(Generic[T]):
         level.start = start
         return entry
 
+    def clear(self) -> None:
+        """Drop every entry (the class holds no live one)."""
+        self.levels.clear()
+        self.priorities.clear()
+        self.dead = 0
+
     def forget(self) -> None:
         """Record a discard; compact once dead entries outnumber live ones."""
         self.dead += 1

@@ -10,6 +10,7 @@ import re
 import threading
 from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from chongming.errors import CheckpointMisuse, PayloadError, TaskCancelled
@@ -21,6 +22,7 @@ __all__ = ["Checkpoint", "TaskContext"]
 
 _TASK_LOGGER = logging.getLogger("chongming.task")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_NO_UPSTREAM: Mapping[str, JsonValue] = MappingProxyType({})
 
 
 class Checkpoint:
@@ -88,7 +90,7 @@ class TaskContext:
         self.task_id = task_id
         self.name = name
         self.attempt = attempt
-        self.upstream: Mapping[str, JsonValue] = upstream or {}
+        self.upstream: Mapping[str, JsonValue] = upstream or _NO_UPSTREAM
         self._signals = signals
         self._artifact_root = artifact_root
         self._artifact_dir: Path | None = None
