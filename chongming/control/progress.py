@@ -2,7 +2,11 @@
 
 Neither bumps a version nor ever conflicts with a state write, so they stay
 off the write-through path. A task that reports progress a thousand times a
-second costs the store one write per interval.
+second costs the store one write per interval. A heartbeat alone (the task
+checkpoints but reports no progress) is written ten times less often:
+liveness is judged by node leases, never by heartbeats, so a heartbeat in
+the store is for people reading it, and ten thousand checkpointing tasks
+must not keep the store busy (the lease renewal waits behind those writes).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class ProgressWriter:
         self._live_runs = live_runs
         self._interval = interval
         self._written: dict[str, tuple[Any, float | None]] = {}
+        self._heartbeat_every = interval * 10
         self._task: asyncio.Task[None] | None = None
         self.touches = 0
 
@@ -58,9 +63,16 @@ class ProgressWriter:
             if run.done:
                 continue
             state = (run.progress, run.heartbeat_at())
-            seen[run.task_id] = state
-            if self._written.get(run.task_id) != state:
+            written = self._written.get(run.task_id)
+            if (
+                written is None
+                or written[0] is not state[0]
+                or _beat_due(written[1], state[1], self._heartbeat_every)
+            ):
                 due.append((run.task_id, state))
+                seen[run.task_id] = state
+            else:
+                seen[run.task_id] = written
         self._written = {task_id: seen[task_id] for task_id in seen}
         for start in range(0, len(due), _CHUNK):
             chunk = due[start : start + _CHUNK]
@@ -86,3 +98,9 @@ class ProgressWriter:
                 return
             except StoreError as error:
                 _log.debug("progress not written this round: %s", error)
+
+
+def _beat_due(written: float | None, now: float | None, every: float) -> bool:
+    if now is None:
+        return False
+    return written is None or now - written >= every
