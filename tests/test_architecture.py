@@ -38,10 +38,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     # persistence stands beside the runtime and knows nothing of it
     "stores": _BASE | {"state"},
     "testing": _BASE | {"state", "stores"},
-    # the facade wires the runtime; of the stores it may use the port
-    # (``stores.base``: the TaskStore protocol, commands), never a backend
+    # the facade wires the runtime; of the stores it may use the port (the
+    # TaskStore protocol and the records it speaks in: commands, nodes,
+    # writes), never a backend
     "controller": _CORE
-    | {"executors", "run", "scheduler", "render", "control", "pipeline", "stores.base"},
+    | {"executors", "run", "scheduler", "render", "control", "pipeline"}
+    | {"stores.base", "stores.nodes", "stores.writes"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
@@ -186,7 +188,9 @@ def test_the_controller_takes_only_the_store_port() -> None:
     # The payload limit check lives in the state model, where stores read it too;
     # backends come to the controller through the control plane (open_store).
     assert {rule for rule in ALLOWED["controller"] if rule.split(".")[0] == "stores"} == {
-        "stores.base"
+        "stores.base",
+        "stores.nodes",
+        "stores.writes",
     }
     assert not allows(ALLOWED["controller"], ["stores", "sqlite"])
     assert not allows(ALLOWED["controller"], ["stores", "checks"])
