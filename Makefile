@@ -27,6 +27,7 @@ typecheck: $(STAMP)
 check: lint typecheck test
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,bench]'
 	$(BIN)/python benchmarks/run_all.py
 
 demo: $(STAMP)

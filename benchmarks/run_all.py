@@ -14,6 +14,7 @@ BENCHMARKS = [
     ["bench_admission.py"],
     ["bench_store.py"],
     ["bench_store_postgres.py"],
+    ["bench_control.py"],
 ]
 
 
