@@ -56,6 +56,7 @@ class _Entry:
         "let_go",
         "run",
         "stored",
+        "uncertain",
         "waiters",
     )
 
@@ -67,6 +68,9 @@ class _Entry:
         self.let_go: str | None = None
         self.creation: asyncio.Future[None] | None = None
         self.create_error: BaseException | None = None  # the store refused the task
+        # A write failed with an unknown outcome (it may have committed): a later
+        # conflict is checked against what the store holds before letting go.
+        self.uncertain = False
         # (version, strict, future): strict waiters keep waiting while the store fails.
         self.waiters: list[tuple[int, bool, asyncio.Future[bool]]] = []
 
@@ -288,6 +292,12 @@ class WriteThrough:
         except Exception as error:  # a backend bug must not kill the writer
             _log.exception("apply_writes raised; retrying the batch")
             results = [WriteResult(outcome=WriteOutcome.FAILED, error=error)] * len(batch)
+        results = [
+            await self._verify(entry, result)
+            if entry.uncertain and result.outcome in (WriteOutcome.CONFLICT, WriteOutcome.DUPLICATE)
+            else result
+            for entry, result in zip(batch, results, strict=True)
+        ]
         failed = False
         for entry, write, result in zip(batch, writes, results, strict=True):
             if self._settle(entry, write, result):
@@ -297,11 +307,43 @@ class WriteThrough:
             self._failing_since = None
         return failed
 
+    async def _verify(self, entry: _Entry, result: WriteResult) -> WriteResult:
+        """A conflict after an unknown outcome: did our earlier write commit after all?
+
+        If the store holds exactly our own transitions up to some version we
+        have, that write committed: carry on from there. Anything else is a
+        real conflict.
+        """
+        run = entry.run
+        try:
+            stored = await self._store.get(run.task_id)
+            history = await self._store.history(run.task_id) if stored is not None else []
+        except StoreError:
+            return WriteResult(outcome=WriteOutcome.FAILED, error=result.error)
+        if stored is None:
+            return result
+        version = stored.status_version
+        ours = run.transitions_since(0)
+        if entry.stored <= version <= run.status_version and history == ours[:version]:
+            entry.stored = version
+            entry.created = True
+            entry.uncertain = False
+            return _ADOPTED
+        return result
+
     def _settle(self, entry: _Entry, write: StateWrite, result: WriteResult) -> bool:
         outcome = result.outcome
         run = entry.run
+        if outcome is _ADOPTED.outcome and result is _ADOPTED:
+            # An earlier write of ours had committed (see _verify).
+            if entry.creation is not None and not entry.creation.done():
+                entry.creation.set_result(None)
+            self._release_waiters(entry, True)
+            self._redirty(entry)
+            return False
         if outcome is WriteOutcome.WRITTEN:
             entry.created = True
+            entry.uncertain = False
             entry.stored = write.snapshot.status_version
             if entry.creation is not None and not entry.creation.done():
                 entry.creation.set_result(None)
@@ -312,6 +354,7 @@ class WriteThrough:
                 del self._entries[run.task_id]
             return False
         if outcome is WriteOutcome.FAILED:
+            entry.uncertain = True
             self._failed_writes += 1
             self._last_error = _describe(result.error)
             if self._failing_since is None:
@@ -392,3 +435,7 @@ def _describe(error: BaseException | None) -> str:
     if error is None:
         return "unknown store error"
     return f"{type(error).__name__}: {error}"
+
+
+#: What ``_verify`` answers when an earlier write of ours had committed.
+_ADOPTED = WriteResult(outcome=WriteOutcome.WRITTEN)

@@ -202,3 +202,47 @@ async def test_close_writes_every_pending_transition(store: TaskStore) -> None:
         assert stored is not None
         assert stored.status_version == run.status_version
     assert controller.persist_failures.pending_transitions == 0
+
+
+class LosesOneReply(InMemoryTaskStore):
+    """Commits a batch but answers FAILED (a reply lost after the commit), once armed."""
+
+    armed = False
+
+    async def apply_writes(self, writes: Any) -> Any:
+        from chongming.errors import StoreUnavailable
+        from chongming.stores.writes import WriteOutcome, WriteResult
+
+        results = await super().apply_writes(writes)
+        if self.armed:
+            self.armed = False
+            error = StoreUnavailable("connection lost after the commit")
+            return [WriteResult(outcome=WriteOutcome.FAILED, error=error) for _ in results]
+        return results
+
+
+async def test_a_committed_write_whose_reply_was_lost_is_not_a_conflict() -> None:
+    store = LosesOneReply()
+    go = asyncio.Event()
+
+    async def steps(ctx: Any) -> str:
+        while not go.is_set():
+            await ctx.checkpoint()
+            await asyncio.sleep(0.001)
+        return "ok"
+
+    async with store, Controller(store=store, owner="a", windows=FAST) as controller:
+        controller.register("steps", steps)
+        run = await controller.submit("steps", task_id="t")
+        await wait_for(lambda: run.status is S.RUNNING)
+        await wait_for(lambda: controller.persist_failures.pending_transitions == 0)
+        store.armed = True  # the pause's write commits; its reply is lost
+        assert await run.pause()
+        assert await run.resume()  # the run moves on before the write is retried
+        go.set()
+        outcome = await run.wait(10)
+        assert outcome.ok
+        await wait_for(lambda: controller.persist_failures.pending_transitions == 0)
+        assert controller.persist_failures.failed_writes == 1
+        assert controller.persist_failures.let_go == ()  # it was ours: no conflict
+        assert await store.history("t") == list(run.transitions)
