@@ -181,6 +181,8 @@ class WriteThrough:
 
     async def durable(self, run: Any, version: int) -> bool:
         """True once ``version`` is durable; False if the run was let go. Waits through failures."""
+        if self._dead is not None:
+            return False
         entry = self._entries.get(run.task_id)
         if entry is None or entry.stored >= version:
             return entry is None or entry.let_go is None
@@ -288,6 +290,10 @@ class WriteThrough:
             _log.error("%s; %d tasks' transitions stay unwritten", self._dead, len(batch))
             for entry in batch:
                 self._fail_creation(entry, error)
+            # Nothing will ever be written: nobody may wait for it (a start
+            # waiting for its "starting" to be durable does not begin).
+            for entry in self._entries.values():
+                self._release_waiters(entry, False)
             return True
         except Exception as error:  # a backend bug must not kill the writer
             _log.exception("apply_writes raised; retrying the batch")

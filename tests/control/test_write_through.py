@@ -246,3 +246,46 @@ async def test_a_committed_write_whose_reply_was_lost_is_not_a_conflict() -> Non
         assert controller.persist_failures.failed_writes == 1
         assert controller.persist_failures.let_go == ()  # it was ours: no conflict
         assert await store.history("t") == list(run.transitions)
+
+
+async def test_a_store_closed_under_a_running_controller_is_recorded_not_fatal() -> None:
+    go = asyncio.Event()
+
+    async def waits_for_go(ctx: Any) -> str:
+        await go.wait()
+        return "finished anyway"
+
+    store = InMemoryTaskStore()
+    async with Controller(store=store, owner="a") as controller:
+        controller.register("w", waits_for_go)
+        run = await controller.submit("w", task_id="t")
+        await wait_for(lambda: run.status is S.RUNNING)
+        await store.close()  # someone closes the store under us
+        go.set()
+        outcome = await asyncio.wait_for(run.wait(), 10)  # handed out: the store is gone
+        assert outcome.ok  # the task itself was fine
+        await wait_for(lambda: controller.persist_failures.last_error is not None)
+        failures = controller.persist_failures
+        assert "closed" in (failures.last_error or "")
+        assert failures.pending_transitions > 0  # and they are not pretended written
+    # close() returned: nothing hung on the dead store
+
+
+async def test_a_store_whose_schema_is_newer_than_the_code_fails_at_start(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    from chongming import SchemaError
+
+    path = tmp_path / "newer.db"
+    async with SqliteTaskStore(path) as store:
+        await store.get("nothing")  # migrate to today's schema
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_version VALUES (999, 'from the future', 0)")
+    conn.commit()
+    conn.close()
+    controller = Controller(store=str(path), owner="a")
+    with pytest.raises(SchemaError):
+        await controller.start()
+    await controller.close()
