@@ -371,14 +371,16 @@ class Controller:
         run.mark_queued()
         creation = asyncio.ensure_future(plane.writer.created(run))
         cancelled = False
-        while not creation.done():
-            try:
-                await asyncio.shield(creation)
-            except asyncio.CancelledError:
-                if not creation.done():
-                    cancelled = True
-            except Exception:
-                break
+        # anyio re-delivers a scope's cancellation at every await: shield from it
+        # while the outcome settles (the store bounds how long that takes).
+        with anyio.CancelScope(shield=True):
+            while not creation.done():
+                try:
+                    await asyncio.shield(creation)
+                except asyncio.CancelledError:
+                    cancelled = True  # re-raised once the outcome is settled
+                except Exception:
+                    break
         error = creation.exception()
         if error is not None:
             host.forget(run)

@@ -289,3 +289,21 @@ async def test_a_store_whose_schema_is_newer_than_the_code_fails_at_start(
     with pytest.raises(SchemaError):
         await controller.start()
     await controller.close()
+
+
+async def test_a_cancelled_submit_settles_its_creation_first(store: TaskStore) -> None:
+    async with Controller(store=store, owner="a") as controller:
+        controller.register("echo", echo)
+        await (await controller.submit("echo", 0)).wait(5)  # this node is registered now
+        pending = asyncio.ensure_future(controller.submit("echo", 1, task_id="c"))
+        await asyncio.sleep(0)  # the submit is now waiting for its creation
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        # The creation committed, so the task was accepted and runs: nothing half-done.
+        await wait_for(lambda: controller._host.get("c") is not None)
+        outcome = await controller.run_for("c").wait(5)
+        assert outcome.ok
+        stored = await store.get("c")
+        assert stored is not None
+        assert stored.status is S.SUCCEEDED
