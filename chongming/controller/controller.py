@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import socket
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -22,6 +21,7 @@ from typing import Any
 import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
+from chongming.control.apply import apply_command, send_command
 from chongming.control.buckets import BucketReport, report_buckets
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
@@ -29,6 +29,15 @@ from chongming.control.plane import ControlPlane
 from chongming.control.reconcile import ReconcileReport
 from chongming.controller.host import ControllerHost
 from chongming.controller.statistics import ControllerStats
+from chongming.controller.support import (
+    all_done,
+    await_to_the_end,
+    check_seconds,
+    let_go,
+    package_version,
+    wait_runs,
+)
+from chongming.controller.support import owned_buckets as check_owned
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -40,7 +49,6 @@ from chongming.executors.base import Executor
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
-from chongming.run.defaults import new_task_id
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun, check_tags
 from chongming.scheduler.buckets import BucketPolicy, format_bucket_ranges
@@ -113,7 +121,7 @@ class Controller:
             resource_limits=dict(resource_limits or {}),
         )
         self.buckets = BucketPolicy(num_buckets)
-        self.owned_buckets = _owned(owned_buckets, num_buckets)
+        self.owned_buckets = check_owned(owned_buckets, num_buckets)
         if owner is not None and (not isinstance(owner, str) or not owner):
             raise ConfigurationError(f"owner must be a non-empty string, got {owner!r}")
         self.owner = owner or default_owner()
@@ -133,12 +141,12 @@ class Controller:
             raise ConfigurationError("keep_finished must be >= 0")
         self.keep_finished = keep_finished
         self.max_payload_bytes = check_limit(max_payload_bytes)
-        self.lease_ttl = _seconds("lease_ttl", lease_ttl)
-        self.poll_interval = _seconds("poll_interval", poll_interval)
+        self.lease_ttl = check_seconds("lease_ttl", lease_ttl)
+        self.poll_interval = check_seconds("poll_interval", poll_interval)
         self.reconcile_interval = (
             None
             if reconcile_interval is None
-            else _seconds("reconcile_interval", reconcile_interval)
+            else check_seconds("reconcile_interval", reconcile_interval)
         )
         self._host = ControllerHost(self.limits, executor=executor, keep_finished=keep_finished)
         self._owns_store = store is not None and not isinstance(store, TaskStore)
@@ -152,12 +160,12 @@ class Controller:
                 num_buckets=num_buckets,
                 owned_buckets=self.owned_buckets,
                 apply_command=self._apply_command,
-                on_let_go=_let_go,
+                on_let_go=let_go,
                 live_runs=self._host.runs,
                 poll_interval=self.poll_interval,
                 lease_ttl=self.lease_ttl,
                 reconcile_interval=self.reconcile_interval,
-                version=_version(),
+                version=package_version(),
             )
             self._host.attach(self._plane)
         self._phase = _Phase.NEW
@@ -226,7 +234,7 @@ class Controller:
             self._shutdown(grace or 0.0, close_store), name="chongming:shutdown"
         )
         try:
-            await _await_to_the_end(shutdown)
+            await await_to_the_end(shutdown)
         finally:
             self._phase = _Phase.CLOSED
             if not self._closed.done():
@@ -239,12 +247,12 @@ class Controller:
                 run.shutdown(reason)
         running = [run for run in self._host.runs() if not run.done]
         if running and grace > 0:
-            await _wait_runs(running, grace)
+            await wait_runs(running, grace)
         for run in running:
             if not run.done:
                 run.shutdown(reason)
         bound = self.windows.stop_grace + self.windows.cancel_window + 0.5
-        await _wait_runs([run for run in running if not run.done], bound)
+        await wait_runs([run for run in running if not run.done], bound)
         await self._host.aclose(self.windows.cancel_window)
         plane = self._plane
         if plane is not None:
@@ -523,57 +531,22 @@ class Controller:
         self, kind: CommandKind, task_id: str, reason: str | None, actor: str
     ) -> bool:
         """Address a command to the task's owner; False when the task already ended."""
-        plane = self._plane
         check_task_id(task_id)
         reason = check_reason(reason)
         check_reason(actor, "actor")
+        plane = self._plane
         if plane is None:
             raise TaskNotFound(task_id)
         await self._open()
-        snapshot = await plane.store.get(task_id)
-        if snapshot is None:
-            raise TaskNotFound(task_id)
-        if snapshot.is_terminal:
-            return False
-        await plane.store.submit_command(
-            Command(
-                command_id=new_task_id(),
-                task_id=task_id,
-                kind=kind,
-                created_at=to_datetime(self.clock.time()),
-                actor=actor,
-                reason=reason,
-                target_owner=snapshot.owner,
-            )
-        )
-        return True
+        at = to_datetime(self.clock.time())
+        return await send_command(plane.store, kind, task_id, reason=reason, actor=actor, at=at)
 
     async def _apply_command(self, command: Command) -> str | None:
-        """Apply a claimed command through the local code path; its outcome, or None to release."""
-        run = self._host.get(command.task_id)
-        if run is None:
-            plane = self._plane
-            assert plane is not None
-            snapshot = await plane.store.get(command.task_id)
-            if snapshot is None:
-                return "unknown task"
-            if snapshot.is_terminal:
-                return f"already terminal ({snapshot.status})"
-            if snapshot.owner != self.owner:
-                return None  # its holder will claim it
-            return "not held by this node (left by an earlier process of this owner?)"
-        if run.done:
-            return f"already terminal ({run.status})"
-        if command.kind is CommandKind.STOP:
-            issued = await run.stop(reason=command.reason, actor=command.actor)
-            return "applied: stopping" if issued else f"no effect ({run.status})"
-        if command.kind is CommandKind.PAUSE:
-            paused = await run.pause(reason=command.reason, actor=command.actor)
-            if paused:
-                return "applied: paused"
-            return f"not reached: rolled back ({run.status})"
-        resumed = await run.resume(reason=command.reason, actor=command.actor)
-        return "applied: resumed" if resumed else f"not paused ({run.status})"
+        plane = self._plane
+        assert plane is not None
+        return await apply_command(
+            command, held=self._host.get, store=plane.store, owner=self.owner
+        )
 
     async def stop_all(self, *, reason: str | None = None, actor: str = "user") -> int:
         """Ask every unfinished task to stop. Returns how many requests were issued,
@@ -641,7 +614,7 @@ class Controller:
         self._check_not_closed()
         runs = list(self._host.runs())
         async with asyncio.timeout(timeout):
-            await _all_done(runs)
+            await all_done(runs)
             # Outcomes are handed out once their ends are durable (see TaskRun.wait).
             settled = [future for run in runs if (future := self._host.settled(run)) is not None]
             if settled:
@@ -650,87 +623,3 @@ class Controller:
 
     def __repr__(self) -> str:
         return f"<Controller owner={self.owner!r} {self._phase} tasks={len(self._host)}>"
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("chongming")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _let_go(run: TaskRun, reason: str) -> None:
-    """The store moved on without this node: stop the local carrier, write nothing more."""
-    run.shutdown(f"let go: {reason}")
-
-
-def _seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def _owned(owned: Iterable[int] | None, num_buckets: int) -> frozenset[int] | None:
-    if owned is None:
-        return None
-    if isinstance(owned, str):
-        raise ConfigurationError("owned_buckets takes bucket numbers; parse strings first")
-    result = frozenset(owned)
-    for bucket in result:
-        if isinstance(bucket, bool) or not isinstance(bucket, int):
-            raise ConfigurationError(f"owned bucket numbers are ints, got {bucket!r}")
-        if not 0 <= bucket < num_buckets:
-            raise ConfigurationError(f"owned bucket {bucket} is outside 0..{num_buckets - 1}")
-    if not result:
-        raise ConfigurationError("owned_buckets is empty: this node could run nothing")
-    return result
-
-
-async def _all_done(runs: list[TaskRun]) -> None:
-    """Wait for every run with one future and a countdown (not one await per run)."""
-    pending = [run for run in runs if not run.done]
-    if not pending:
-        return
-    finished = asyncio.get_running_loop().create_future()
-    remaining = len(pending)
-
-    def count_down(_: TaskRun) -> None:
-        nonlocal remaining
-        remaining -= 1
-        if remaining == 0 and not finished.done():
-            finished.set_result(None)
-
-    for run in pending:
-        run.add_done_callback(count_down)
-    await asyncio.shield(finished)
-
-
-async def _wait_runs(runs: list[TaskRun], seconds: float) -> None:
-    try:
-        async with asyncio.timeout(seconds):
-            await _all_done(runs)
-    except TimeoutError:
-        return
-
-
-async def _await_to_the_end(task: asyncio.Task[None]) -> None:
-    """Await ``task`` even if we are cancelled meanwhile; re-raise the cancellation after."""
-    cancelled = False
-    # anyio re-delivers a scope's cancellation at every await; its shield stops
-    # that, and the loop absorbs a plain asyncio cancel (edge-triggered).
-    with anyio.CancelScope(shield=True):
-        while True:
-            try:
-                await asyncio.shield(task)
-                break
-            except asyncio.CancelledError:
-                if task.done():
-                    break
-                cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    task.result()
