@@ -1,0 +1,330 @@
+"""What each CLI command prints: a table for people, a stable JSON object for scripts.
+
+Pure functions from records to text or JSON-ready dicts; every table goes
+through :func:`~chongming.render.render_rows`, which escapes control
+characters, ANSI escapes and bidi overrides and keeps wide characters aligned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from chongming.control.buckets import BucketReport
+from chongming.control.reconcile import ReconcileOutcome, ReconcileReport
+from chongming.render import escape_text, render_history, render_rows, render_table
+from chongming.scheduler.buckets import format_bucket_ranges
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.serialize import snapshot_to_json, transition_to_json
+from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
+
+__all__ = [
+    "buckets_json",
+    "buckets_text",
+    "commands_json",
+    "commands_text",
+    "control_json",
+    "history_json",
+    "history_text",
+    "nodes_json",
+    "nodes_text",
+    "ps_json",
+    "ps_text",
+    "reconcile_json",
+    "reconcile_text",
+    "stats_json",
+    "stats_text",
+    "status_json",
+    "status_text",
+]
+
+_NONE = "-"
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _cell(value: datetime | None) -> str:
+    return _iso(value) or _NONE
+
+
+# -- ps, status, history ------------------------------------------------------------
+
+
+def ps_json(snapshots: Sequence[TaskSnapshot]) -> dict[str, Any]:
+    return {"tasks": [snapshot_to_json(snapshot) for snapshot in snapshots]}
+
+
+def ps_text(snapshots: Sequence[TaskSnapshot], now: datetime | None = None) -> str:
+    return render_table(snapshots, now=now)
+
+
+def status_json(snapshot: TaskSnapshot) -> dict[str, Any]:
+    return {"task": snapshot_to_json(snapshot)}
+
+
+def status_text(snapshot: TaskSnapshot, now: datetime | None = None) -> str:
+    lines = [render_table([snapshot], now=now, summary=False)]
+    details = [
+        ("owner", snapshot.owner or _NONE),
+        ("created", _cell(snapshot.created_at)),
+        ("started", _cell(snapshot.started_at)),
+        ("finished", _cell(snapshot.finished_at)),
+    ]
+    if snapshot.failure is not None:
+        details.append(("failure", f"{snapshot.failure.kind.value}: {snapshot.failure.message}"))
+    lines.append("")
+    lines.extend(f"{name + ':':<10}{escape_text(value)}" for name, value in details)
+    return "\n".join(lines)
+
+
+def history_json(task_id: str, transitions: Sequence[Transition]) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "transitions": [transition_to_json(transition) for transition in transitions],
+    }
+
+
+def history_text(transitions: Sequence[Transition]) -> str:
+    return render_history(transitions)
+
+
+# -- stop, pause, resume --------------------------------------------------------------
+
+
+def control_json(kind: str, snapshot: TaskSnapshot, issued: bool) -> dict[str, Any]:
+    return {
+        "task_id": snapshot.task_id,
+        "command": kind,
+        "issued": issued,
+        "status": snapshot.status.value,
+        "owner": snapshot.owner,
+    }
+
+
+# -- stats ------------------------------------------------------------------------------
+
+
+def stats_json(counts: Iterable[TaskCount]) -> dict[str, Any]:
+    by_status: dict[str, int] = {}
+    by_owner: dict[str, int] = {}
+    total = active = 0
+    for count in counts:
+        total += count.count
+        if not count.status.is_terminal:
+            active += count.count
+        by_status[count.status.value] = by_status.get(count.status.value, 0) + count.count
+        owner = count.owner or ""
+        by_owner[owner] = by_owner.get(owner, 0) + count.count
+    return {
+        "total": total,
+        "active": active,
+        "by_status": dict(sorted(by_status.items())),
+        "by_owner": dict(sorted(by_owner.items())),
+    }
+
+
+def stats_text(data: dict[str, Any]) -> str:
+    rows = [(status, str(count)) for status, count in data["by_status"].items()]
+    owners = [(owner or _NONE, str(count)) for owner, count in data["by_owner"].items()]
+    return "\n".join(
+        [
+            render_rows(("STATUS", "TASKS"), rows),
+            "",
+            render_rows(("OWNER", "TASKS"), owners),
+            "",
+            f"    total {data['total']}, active {data['active']}",
+        ]
+    )
+
+
+# -- buckets -------------------------------------------------------------------------------
+
+
+def buckets_json(report: BucketReport, owned: frozenset[int] | None) -> dict[str, Any]:
+    return {
+        "num_buckets": report.num_buckets,
+        "owned_buckets": None if owned is None else format_bucket_ranges(owned),
+        "buckets": [
+            {
+                "bucket": row.bucket,
+                "owners": list(row.owners),
+                "tasks": row.tasks,
+                "active": row.active,
+                "mine": owned is not None and row.bucket in owned,
+                "owned_twice": row.owned_twice,
+                "orphaned": row.orphaned,
+            }
+            for row in report.rows
+        ],
+        "owned_twice": [row.bucket for row in report.owned_twice],
+        "orphaned": [row.bucket for row in report.orphaned],
+        "unbucketed_active": report.unbucketed_active,
+    }
+
+
+def buckets_text(report: BucketReport, owned: frozenset[int] | None) -> str:
+    rows = []
+    for row in report.rows:
+        flags = [
+            flag
+            for flag, on in (("OWNED TWICE", row.owned_twice), ("ORPHANED", row.orphaned))
+            if on
+        ]
+        mine = owned is not None and row.bucket in owned
+        rows.append(
+            (
+                f"{row.bucket}*" if mine else str(row.bucket),
+                ",".join(row.owners) or _NONE,
+                str(row.tasks),
+                str(row.active),
+                " ".join(flags) or _NONE,
+            )
+        )
+    lines = [render_rows(("BUCKET", "OWNERS", "TASKS", "ACTIVE", "FLAGS"), rows)]
+    if owned is not None:
+        lines.append(f"    * owned here (--owned-buckets {format_bucket_ranges(owned)})")
+    twice = [row.bucket for row in report.owned_twice]
+    orphaned = [row.bucket for row in report.orphaned]
+    lines.append(
+        f"    owned twice: {format_bucket_ranges(twice) or 'none'}; "
+        f"orphaned: {format_bucket_ranges(orphaned) or 'none'}; "
+        f"unfinished tasks without a bucket: {report.unbucketed_active}"
+    )
+    return "\n".join(lines)
+
+
+# -- nodes -----------------------------------------------------------------------------------
+
+
+def _ranges(owned: frozenset[int] | None) -> str | None:
+    return None if owned is None else format_bucket_ranges(owned)
+
+
+def nodes_json(nodes: Sequence[NodeRecord]) -> dict[str, Any]:
+    return {
+        "nodes": [
+            {
+                "owner": node.info.owner,
+                "live": node.live,
+                "incarnation": node.info.incarnation,
+                "host": node.info.host,
+                "pid": node.info.pid,
+                "version": node.info.version,
+                "num_buckets": node.info.num_buckets,
+                "owned_buckets": _ranges(node.info.owned_buckets),
+                "started_at": _iso(node.started_at),
+                "renewed_at": _iso(node.renewed_at),
+                "lease_expires_at": _iso(node.lease_expires_at),
+            }
+            for node in nodes
+        ]
+    }
+
+
+def nodes_text(nodes: Sequence[NodeRecord]) -> str:
+    rows = [
+        (
+            node.info.owner,
+            "live" if node.live else "expired",
+            _ranges(node.info.owned_buckets) or f"all ({node.info.num_buckets})",
+            node.info.host,
+            str(node.info.pid),
+            node.info.version,
+            _cell(node.started_at),
+            _cell(node.renewed_at),
+            _cell(node.lease_expires_at),
+        )
+        for node in nodes
+    ]
+    headers = (
+        "OWNER",
+        "STATE",
+        "BUCKETS",
+        "HOST",
+        "PID",
+        "VERSION",
+        "STARTED",
+        "RENEWED",
+        "EXPIRES",
+    )
+    live = sum(1 for node in nodes if node.live)
+    return f"{render_rows(headers, rows)}\n    live {live}, expired {len(nodes) - live}"
+
+
+# -- reconcile -------------------------------------------------------------------------------
+
+
+def reconcile_json(report: ReconcileReport) -> dict[str, Any]:
+    return {
+        "dry_run": report.dry_run,
+        "at": _iso(report.at),
+        "entries": [
+            {
+                "outcome": entry.outcome.value,
+                "task_id": entry.task_id,
+                "was": entry.was.value,
+                "owner": entry.owner,
+                "detail": entry.detail,
+            }
+            for entry in report.entries
+        ],
+    }
+
+
+def reconcile_text(report: ReconcileReport) -> str:
+    rows = [
+        (entry.outcome.value, entry.task_id, entry.was.value, entry.detail)
+        for entry in report.entries
+    ]
+    counts = ", ".join(f"{outcome.value} {len(report.of(outcome))}" for outcome in ReconcileOutcome)
+    mode = "dry run: nothing written" if report.dry_run else "applied"
+    return f"{render_rows(('OUTCOME', 'TASK_ID', 'WAS', 'DETAIL'), rows)}\n    {counts} ({mode})"
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+def commands_json(records: Sequence[CommandRecord]) -> dict[str, Any]:
+    return {
+        "commands": [
+            {
+                "command_id": record.command.command_id,
+                "task_id": record.command.task_id,
+                "kind": record.command.kind.value,
+                "created_at": _iso(record.command.created_at),
+                "actor": record.command.actor,
+                "reason": record.command.reason,
+                "target_owner": record.command.target_owner,
+                "claimed_by": record.command.claimed_by,
+                "state": record.state.value,
+                "outcome": record.outcome,
+                "completed_at": _iso(record.completed_at),
+            }
+            for record in records
+        ]
+    }
+
+
+def commands_text(records: Sequence[CommandRecord]) -> str:
+    rows = [
+        (
+            _cell(record.command.created_at),
+            record.command.kind.value,
+            record.command.task_id,
+            record.command.target_owner or _NONE,
+            record.state.value,
+            record.outcome or _NONE,
+            record.command.actor,
+            record.command.reason or _NONE,
+        )
+        for record in records
+    ]
+    headers = ("AT", "KIND", "TASK_ID", "TARGET", "STATE", "OUTCOME", "ACTOR", "REASON")
+    return render_rows(headers, rows)
