@@ -20,7 +20,7 @@ POLL = 1.0
 async def held(ctx: Any) -> None:
     while True:
         await ctx.checkpoint()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # a stop is "stopping" at once; it ends at the next checkpoint
 
 
 async def test_a_killed_listener_delays_no_command_past_the_poll_interval() -> None:
@@ -45,21 +45,14 @@ async def test_a_killed_listener_delays_no_command_past_the_poll_interval() -> N
             await wait_for(lambda: all(run.status is S.RUNNING for run in runs), timeout=30)
 
             async with admin_connection() as admin:
-
-                async def listeners() -> list[int]:
-                    rows = await admin.fetch(
-                        "SELECT pid FROM pg_stat_activity"
-                        " WHERE application_name = $1 AND query ILIKE 'LISTEN%'",
-                        app,
-                    )
-                    return [row["pid"] for row in rows]
-
-                deadline = asyncio.get_running_loop().time() + 10
-                while not (pids := await listeners()):
-                    assert asyncio.get_running_loop().time() < deadline, "no LISTEN session"
-                    await asyncio.sleep(0.05)
-                for pid in pids:
-                    await admin.execute("SELECT pg_terminate_backend($1)", pid)
+                # Every session of the holder goes, its LISTEN session among them
+                # (waiting to single that one out would cost a listener probe).
+                rows = await admin.fetch(
+                    "SELECT pid, query FROM pg_stat_activity WHERE application_name = $1", app
+                )
+                assert rows, "the holder has no sessions"
+                for row in rows:
+                    await admin.execute("SELECT pg_terminate_backend($1)", row["pid"])
 
             for run in runs:
                 assert await ops.stop(run.task_id, reason="after the listener died")
