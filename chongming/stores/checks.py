@@ -3,7 +3,7 @@
 SQLite keeps NUL inside text and lets lone surrogates fail deep in its driver;
 PostgreSQL rejects both. So every backend checks records here first and raises
 :class:`~chongming.errors.PayloadError`, and a caller sees the same answer from
-each store (RELIABILITY.md: "the same typed error on every store").
+each store (docs/reliability.md: "the same typed error on every store").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The pass mark everywhere: a call that returned normally is in the database
 (no acknowledged write lost), and a write that committed is never reported
-as failed (RELIABILITY P1, P6).
+as failed (docs/reliability.md, P1 and P6).
 """
 
 from __future__ import annotations

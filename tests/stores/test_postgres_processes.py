@@ -28,7 +28,7 @@ from tests.stores.pg_support import (
 
 pytestmark = pytest.mark.postgres
 
-#: Multiplies the load of the slow proofs (CI may lower it; 1.0 = the figures in RELIABILITY.md).
+#: Multiplies the load of the slow proofs (CI may lower it; 1.0 = the pass marks).
 SCALE = float(os.environ.get("CHONGMING_FAULT_SCALE", "1"))
 
 _PRELUDE = """

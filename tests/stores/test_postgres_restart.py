@@ -2,7 +2,7 @@
 
 Runs against a throwaway cluster (``initdb`` into a temp dir as the
 ``postgres`` OS user, on a free loopback port), never the shared server.
-Pass marks from RELIABILITY.md: no acknowledged transition lost; writes
+Pass marks from docs/reliability.md: no acknowledged transition lost; writes
 resume within 10 s of the server accepting connections again.
 """
 

@@ -120,7 +120,7 @@ async def test_a_short_foreign_lock_is_waited_out(tmp_path: Path) -> None:
         snapshot = make_snapshot("t")
         await store.create(snapshot)
         queued, transition = next_step(snapshot, TaskStatus.QUEUED)
-        # RELIABILITY.md's pass mark: a 3 s foreign lock costs no error.
+        # docs/reliability.md's pass mark: a 3 s foreign lock costs no error.
         async with spawn(HOLD_LOCK, str(path), "3.0") as holder:
             assert await read_line(holder) == "locked"
             started = time.monotonic()

@@ -1,6 +1,6 @@
 """The dedicated LISTEN connection behind ``wait_command_hint``.
 
-Notifications are hints (RELIABILITY P7): they only shorten the wait before
+Notifications are hints (docs/reliability.md, P7): they only shorten the wait before
 the next poll. A LISTEN session that the server terminated goes silent, so the
 listener treats every way of losing it (termination callback, a failed
 liveness probe) as "something may have been missed": it reconnects and

@@ -5,7 +5,7 @@ claims) is the server's ``clock_timestamp()``, never the caller's (not
 ``now()``: that is the transaction's start, stale for a statement that waited
 on a row lock).
 
-Failure handling (RELIABILITY P6): a connection error is retried for reads
+Failure handling (docs/reliability.md, P6): a connection error is retried for reads
 (bounded, with a short backoff: after a server restart the first pooled
 query fails and the next succeed). A write that met a connection error has
 an unknown outcome, so it is re-read first: if it committed, the call
