@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Awaitable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from chongming.control.plane import ControlPlane
@@ -150,11 +150,12 @@ class ControllerHost:
         if status in _TERMINAL:
             self._retire(run)
 
-    def launch_gate(self, run: HostedRun) -> Awaitable[bool] | None:
+    def launch_gate(self, run: HostedRun) -> Callable[[], Awaitable[bool]] | None:
         plane = self._plane
         if plane is None:
             return None
-        return plane.writer.durable(run, run.status_version)
+        writer, version = plane.writer, run.status_version
+        return lambda: writer.durable(run, version)
 
     def settled(self, run: HostedRun) -> Awaitable[bool] | None:
         plane = self._plane

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from chongming.errors import PayloadError
 from chongming.executors.base import StopSemantics
@@ -60,7 +60,7 @@ class Attempt:
         inputs: AttemptInputs,
         number: int,
         listener: AttemptListener,
-        gate: Awaitable[bool] | None = None,
+        gate: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._gate = gate
         self.plan = plan
@@ -132,7 +132,7 @@ class Attempt:
         if gate is not None:
             self._gate = None
             try:
-                if not await gate:
+                if not await gate():
                     # The store does not hold our "starting" (this node was let go):
                     # the function must not begin.
                     self.signals.request_stop()

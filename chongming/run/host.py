@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Collection, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from typing import Any, Protocol
 
 from chongming.executors.base import Executor
@@ -70,10 +70,11 @@ class RunHost(Protocol):
     def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
         """The executor that carries ``spec`` (``None``: a coroutine on the loop)."""
 
-    def launch_gate(self, run: HostedRun) -> Awaitable[bool] | None:
+    def launch_gate(self, run: HostedRun) -> Callable[[], Awaitable[bool]] | None:
         """What an attempt awaits before it calls the function (``None``: nothing).
 
-        With a store: ``starting`` is durable. False means do not start.
+        With a store: ``starting`` is durable. False means do not start. A
+        callable, so nothing is made for an attempt cancelled before it ran.
         """
 
     def settled(self, run: HostedRun) -> Awaitable[bool] | None:
@@ -142,7 +143,7 @@ class StandaloneHost:
     def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
         return resolve_executor(choice, spec, self._thread_executor)
 
-    def launch_gate(self, run: HostedRun) -> Awaitable[bool] | None:
+    def launch_gate(self, run: HostedRun) -> Callable[[], Awaitable[bool]] | None:
         return None
 
     def settled(self, run: HostedRun) -> Awaitable[bool] | None:
