@@ -37,6 +37,7 @@ from typing import Any
 from chongming.clock import to_datetime
 from chongming.control.failures import PersistFailures
 from chongming.errors import DuplicateTaskId, StoreClosed, StoreError
+from chongming.run.verdict import describe_error
 from chongming.stores.base import TaskStore
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
@@ -362,7 +363,8 @@ class WriteThrough:
         if outcome is WriteOutcome.FAILED:
             entry.uncertain = True
             self._failed_writes += 1
-            self._last_error = _describe(result.error)
+            error = result.error
+            self._last_error = "unknown store error" if error is None else describe_error(error)
             if self._failing_since is None:
                 self._failing_since = time.time()
                 _log.warning("the store refuses writes (%s); keeping them", self._last_error)
@@ -435,12 +437,6 @@ class WriteThrough:
                 elif not future.done():
                     future.set_result(False)
             entry.waiters = keep
-
-
-def _describe(error: BaseException | None) -> str:
-    if error is None:
-        return "unknown store error"
-    return f"{type(error).__name__}: {error}"
 
 
 #: What ``_verify`` answers when an earlier write of ours had committed.

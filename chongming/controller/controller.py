@@ -32,7 +32,6 @@ from chongming.controller.statistics import ControllerStats
 from chongming.controller.support import (
     all_done,
     await_to_the_end,
-    check_seconds,
     let_go,
     package_version,
     wait_runs,
@@ -46,6 +45,7 @@ from chongming.errors import (
     TaskNotFound,
 )
 from chongming.executors.base import Executor
+from chongming.policies.checks import check_seconds
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
@@ -141,12 +141,12 @@ class Controller:
             raise ConfigurationError("keep_finished must be >= 0")
         self.keep_finished = keep_finished
         self.max_payload_bytes = check_limit(max_payload_bytes)
-        self.lease_ttl = check_seconds("lease_ttl", lease_ttl)
-        self.poll_interval = check_seconds("poll_interval", poll_interval)
+        self.lease_ttl = check_seconds("Controller", "lease_ttl", lease_ttl)
+        self.poll_interval = check_seconds("Controller", "poll_interval", poll_interval)
         self.reconcile_interval = (
             None
             if reconcile_interval is None
-            else check_seconds("reconcile_interval", reconcile_interval)
+            else check_seconds("Controller", "reconcile_interval", reconcile_interval)
         )
         self._host = ControllerHost(self.limits, executor=executor, keep_finished=keep_finished)
         self._owns_store = store is not None and not isinstance(store, TaskStore)

@@ -6,7 +6,6 @@ Kept apart so ``controller.py`` holds the facade and nothing else.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,7 +16,6 @@ from chongming.errors import ConfigurationError
 __all__ = [
     "all_done",
     "await_to_the_end",
-    "check_seconds",
     "let_go",
     "owned_buckets",
     "package_version",
@@ -37,14 +35,6 @@ def package_version() -> str:
 def let_go(run: Any, reason: str) -> None:
     """The store moved on without this node: stop the local carrier, write nothing more."""
     run.shutdown(f"let go: {reason}")
-
-
-def check_seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
 
 
 def owned_buckets(owned: Iterable[int] | None, num_buckets: int) -> frozenset[int] | None:
