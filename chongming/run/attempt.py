@@ -232,6 +232,13 @@ class Attempt:
         if self._grace_timer is None:
             self._grace_timer = self._loop.call_later(grace, self._grace_expired)
 
+    def end_grace(self) -> None:
+        """A forced stop: the grace window is over now, not when its timer fires."""
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+            self._grace_timer = None
+            self._grace_expired()
+
     def _grace_expired(self) -> None:
         self._grace_timer = None
         if self.finished:

@@ -598,6 +598,15 @@ class RunLifecycle:
             current.request_stop(self.windows.stop_grace)
         return True
 
+    def _force_stop(self, trigger: str, *, actor: str, reason: str | None) -> bool:
+        """Stop without waiting out the grace window (the carrier decides the outcome)."""
+        requested = self._request_stop(trigger, actor=actor, reason=reason)
+        current = self._current
+        if self._record.status is STOPPING and current is not None:
+            current.end_grace()
+            return True
+        return requested
+
     def _pause_window_over(self) -> None:
         self._pause_timer = None
         if self._record.status is not PAUSING:

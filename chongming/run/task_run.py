@@ -119,6 +119,17 @@ class TaskRun(RunLifecycle):
         actor = check_actor(actor)
         return self._request_stop(Trigger.USER_STOP, actor=actor, reason=reason)
 
+    async def force_stop(self, *, reason: str | None = None, actor: str = "user") -> bool:
+        """Stop now: end the stop grace window at once (also after :meth:`stop`).
+
+        A coroutine is cancelled; a thread cannot be killed, so it is abandoned
+        and recorded ``lost``; a process is killed. Returns whether anything was
+        done (``False`` once the task has ended).
+        """
+        reason = check_reason(reason)
+        actor = check_actor(actor)
+        return self._force_stop(Trigger.USER_STOP, actor=actor, reason=reason)
+
     def shutdown(self, reason: str) -> bool:
         """The host is closing: stop like :meth:`stop`, recorded as the runtime's doing."""
         return self._request_stop(Trigger.SHUTDOWN, actor="system", reason=reason)
