@@ -1,143 +1,150 @@
 """chongming: an asyncio-native task runtime with auditable trajectories.
 
-``__all__`` is the supported surface. Backends that need optional drivers
-(``PostgresTaskStore``) are imported on first use, so ``import chongming``
-never needs them.
+``__all__`` is the supported surface. Every name is imported on first use, so
+``import chongming`` is cheap (a one-shot CLI command pays only for what it
+uses) and never needs an optional driver such as asyncpg.
 """
 
 from __future__ import annotations
 
+from importlib import import_module as _import_module
 from typing import TYPE_CHECKING, Any
 
-from chongming.blocking import BlockingController as BlockingController
-from chongming.blocking import BlockingTaskRun as BlockingTaskRun
-from chongming.control import PersistFailures as PersistFailures
-from chongming.control import open_store as open_store
-from chongming.control.reconcile import ReconcileReport as ReconcileReport
-from chongming.controller import Controller as Controller
-from chongming.controller import ControllerStats as ControllerStats
-from chongming.errors import AdmissionStateError as AdmissionStateError
-from chongming.errors import BucketNotOwned as BucketNotOwned
-from chongming.errors import CheckpointMisuse as CheckpointMisuse
-from chongming.errors import ChongmingError as ChongmingError
-from chongming.errors import ConfigurationError as ConfigurationError
-from chongming.errors import ControllerClosed as ControllerClosed
-from chongming.errors import DuplicateTask as DuplicateTask
-from chongming.errors import DuplicateTaskId as DuplicateTaskId
-from chongming.errors import ExecutorClosed as ExecutorClosed
-from chongming.errors import InvalidTransition as InvalidTransition
-from chongming.errors import NodeConflict as NodeConflict
-from chongming.errors import PayloadError as PayloadError
-from chongming.errors import SchemaError as SchemaError
-from chongming.errors import StoreBusy as StoreBusy
-from chongming.errors import StoreClosed as StoreClosed
-from chongming.errors import StoreError as StoreError
-from chongming.errors import StoreFull as StoreFull
-from chongming.errors import StoreUnavailable as StoreUnavailable
-from chongming.errors import TaskCancelled as TaskCancelled
-from chongming.errors import TaskNotFound as TaskNotFound
-from chongming.errors import UnknownTask as UnknownTask
-from chongming.errors import VersionConflict as VersionConflict
-from chongming.executors import Executor as Executor
-from chongming.executors import InlineExecutor as InlineExecutor
-from chongming.executors import ThreadExecutor as ThreadExecutor
-from chongming.policies import Backoff as Backoff
-from chongming.policies import ControlWindows as ControlWindows
-from chongming.policies import ExponentialBackoff as ExponentialBackoff
-from chongming.policies import RetryPolicy as RetryPolicy
-from chongming.policies import Timeout as Timeout
-from chongming.render import render_history as render_history
-from chongming.render import render_table as render_table
-from chongming.run import Outcome as Outcome
-from chongming.run import TaskRun as TaskRun
-from chongming.run import run_task as run_task
-from chongming.scheduler import BucketPolicy as BucketPolicy
-from chongming.state import Failure as Failure
-from chongming.state import FailureKind as FailureKind
-from chongming.state import Progress as Progress
-from chongming.state import TaskQuery as TaskQuery
-from chongming.state import TaskSnapshot as TaskSnapshot
-from chongming.state import TaskStatus as TaskStatus
-from chongming.state import Transition as Transition
-from chongming.state import snapshot_to_json as snapshot_to_json
-from chongming.state import transition_to_json as transition_to_json
-from chongming.stores import InMemoryTaskStore as InMemoryTaskStore
-from chongming.stores import SqliteTaskStore as SqliteTaskStore
-from chongming.stores import TaskStore as TaskStore
-from chongming.task_api import TaskContext as TaskContext
-from chongming.task_api import TaskRegistry as TaskRegistry
-from chongming.task_api import task as task
-
 if TYPE_CHECKING:
+    from chongming.blocking import BlockingController as BlockingController
+    from chongming.blocking import BlockingTaskRun as BlockingTaskRun
+    from chongming.control import PersistFailures as PersistFailures
+    from chongming.control import open_store as open_store
+    from chongming.control.reconcile import ReconcileReport as ReconcileReport
+    from chongming.controller import Controller as Controller
+    from chongming.controller import ControllerStats as ControllerStats
+    from chongming.errors import AdmissionStateError as AdmissionStateError
+    from chongming.errors import BucketNotOwned as BucketNotOwned
+    from chongming.errors import CheckpointMisuse as CheckpointMisuse
+    from chongming.errors import ChongmingError as ChongmingError
+    from chongming.errors import ConfigurationError as ConfigurationError
+    from chongming.errors import ControllerClosed as ControllerClosed
+    from chongming.errors import DuplicateTask as DuplicateTask
+    from chongming.errors import DuplicateTaskId as DuplicateTaskId
+    from chongming.errors import ExecutorClosed as ExecutorClosed
+    from chongming.errors import InvalidTransition as InvalidTransition
+    from chongming.errors import NodeConflict as NodeConflict
+    from chongming.errors import PayloadError as PayloadError
+    from chongming.errors import SchemaError as SchemaError
+    from chongming.errors import StoreBusy as StoreBusy
+    from chongming.errors import StoreClosed as StoreClosed
+    from chongming.errors import StoreError as StoreError
+    from chongming.errors import StoreFull as StoreFull
+    from chongming.errors import StoreUnavailable as StoreUnavailable
+    from chongming.errors import TaskCancelled as TaskCancelled
+    from chongming.errors import TaskNotFound as TaskNotFound
+    from chongming.errors import UnknownTask as UnknownTask
+    from chongming.errors import VersionConflict as VersionConflict
+    from chongming.executors import Executor as Executor
+    from chongming.executors import InlineExecutor as InlineExecutor
+    from chongming.executors import ThreadExecutor as ThreadExecutor
+    from chongming.policies import Backoff as Backoff
+    from chongming.policies import ControlWindows as ControlWindows
+    from chongming.policies import ExponentialBackoff as ExponentialBackoff
+    from chongming.policies import RetryPolicy as RetryPolicy
+    from chongming.policies import Timeout as Timeout
+    from chongming.render import render_history as render_history
+    from chongming.render import render_table as render_table
+    from chongming.run import Outcome as Outcome
+    from chongming.run import TaskRun as TaskRun
+    from chongming.run import run_task as run_task
+    from chongming.scheduler import BucketPolicy as BucketPolicy
+    from chongming.state import Failure as Failure
+    from chongming.state import FailureKind as FailureKind
+    from chongming.state import Progress as Progress
+    from chongming.state import TaskQuery as TaskQuery
+    from chongming.state import TaskSnapshot as TaskSnapshot
+    from chongming.state import TaskStatus as TaskStatus
+    from chongming.state import Transition as Transition
+    from chongming.state import snapshot_to_json as snapshot_to_json
+    from chongming.state import transition_to_json as transition_to_json
+    from chongming.stores import InMemoryTaskStore as InMemoryTaskStore
+    from chongming.stores import SqliteTaskStore as SqliteTaskStore
+    from chongming.stores import TaskStore as TaskStore
     from chongming.stores.postgres import PostgresTaskStore as PostgresTaskStore
+    from chongming.task_api import TaskContext as TaskContext
+    from chongming.task_api import TaskRegistry as TaskRegistry
+    from chongming.task_api import task as task
 
-__all__ = [
-    "AdmissionStateError",
-    "Backoff",
-    "BlockingController",
-    "BlockingTaskRun",
-    "BucketNotOwned",
-    "BucketPolicy",
-    "CheckpointMisuse",
-    "ChongmingError",
-    "ConfigurationError",
-    "ControlWindows",
-    "Controller",
-    "ControllerClosed",
-    "ControllerStats",
-    "DuplicateTask",
-    "DuplicateTaskId",
-    "Executor",
-    "ExecutorClosed",
-    "ExponentialBackoff",
-    "Failure",
-    "FailureKind",
-    "InMemoryTaskStore",
-    "InlineExecutor",
-    "InvalidTransition",
-    "NodeConflict",
-    "Outcome",
-    "PayloadError",
-    "PersistFailures",
-    "PostgresTaskStore",
-    "Progress",
-    "ReconcileReport",
-    "RetryPolicy",
-    "SchemaError",
-    "SqliteTaskStore",
-    "StoreBusy",
-    "StoreClosed",
-    "StoreError",
-    "StoreFull",
-    "StoreUnavailable",
-    "TaskCancelled",
-    "TaskContext",
-    "TaskNotFound",
-    "TaskQuery",
-    "TaskRegistry",
-    "TaskRun",
-    "TaskSnapshot",
-    "TaskStatus",
-    "TaskStore",
-    "ThreadExecutor",
-    "Timeout",
-    "Transition",
-    "UnknownTask",
-    "VersionConflict",
-    "open_store",
-    "render_history",
-    "render_table",
-    "run_task",
-    "snapshot_to_json",
-    "task",
-    "transition_to_json",
-]
+#: Public name -> the module that defines it.
+_WHERE: dict[str, str] = {
+    "AdmissionStateError": "chongming.errors",
+    "Backoff": "chongming.policies",
+    "BlockingController": "chongming.blocking",
+    "BlockingTaskRun": "chongming.blocking",
+    "BucketNotOwned": "chongming.errors",
+    "BucketPolicy": "chongming.scheduler",
+    "CheckpointMisuse": "chongming.errors",
+    "ChongmingError": "chongming.errors",
+    "ConfigurationError": "chongming.errors",
+    "ControlWindows": "chongming.policies",
+    "Controller": "chongming.controller",
+    "ControllerClosed": "chongming.errors",
+    "ControllerStats": "chongming.controller",
+    "DuplicateTask": "chongming.errors",
+    "DuplicateTaskId": "chongming.errors",
+    "Executor": "chongming.executors",
+    "ExecutorClosed": "chongming.errors",
+    "ExponentialBackoff": "chongming.policies",
+    "Failure": "chongming.state",
+    "FailureKind": "chongming.state",
+    "InMemoryTaskStore": "chongming.stores",
+    "InlineExecutor": "chongming.executors",
+    "InvalidTransition": "chongming.errors",
+    "NodeConflict": "chongming.errors",
+    "Outcome": "chongming.run",
+    "PayloadError": "chongming.errors",
+    "PersistFailures": "chongming.control",
+    "PostgresTaskStore": "chongming.stores.postgres",
+    "Progress": "chongming.state",
+    "ReconcileReport": "chongming.control.reconcile",
+    "RetryPolicy": "chongming.policies",
+    "SchemaError": "chongming.errors",
+    "SqliteTaskStore": "chongming.stores",
+    "StoreBusy": "chongming.errors",
+    "StoreClosed": "chongming.errors",
+    "StoreError": "chongming.errors",
+    "StoreFull": "chongming.errors",
+    "StoreUnavailable": "chongming.errors",
+    "TaskCancelled": "chongming.errors",
+    "TaskContext": "chongming.task_api",
+    "TaskNotFound": "chongming.errors",
+    "TaskQuery": "chongming.state",
+    "TaskRegistry": "chongming.task_api",
+    "TaskRun": "chongming.run",
+    "TaskSnapshot": "chongming.state",
+    "TaskStatus": "chongming.state",
+    "TaskStore": "chongming.stores",
+    "ThreadExecutor": "chongming.executors",
+    "Timeout": "chongming.policies",
+    "Transition": "chongming.state",
+    "UnknownTask": "chongming.errors",
+    "VersionConflict": "chongming.errors",
+    "open_store": "chongming.control",
+    "render_history": "chongming.render",
+    "render_table": "chongming.render",
+    "run_task": "chongming.run",
+    "snapshot_to_json": "chongming.state",
+    "task": "chongming.task_api",
+    "transition_to_json": "chongming.state",
+}
+
+__all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PostgresTaskStore":
-        import importlib
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chongming' has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
 
-        # Imported by name so that `import chongming` never needs asyncpg.
-        return importlib.import_module("chongming.stores.postgres").PostgresTaskStore
-    raise AttributeError(f"module 'chongming' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
