@@ -31,7 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 demo: $(STAMP)
-	$(BIN)/python docs/examples/quickstart.py
+	$(BIN)/python docs/examples/cli_demo.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -26,6 +26,7 @@ __all__ = [
     "Options",
     "check_id",
     "one_line",
+    "open_cli_store",
     "run_with_controller",
 ]
 
@@ -49,6 +50,7 @@ class Options:
     """The global options, after parsing."""
 
     db: str = DEFAULT_DB
+    schema: str | None = None
     num_buckets: int = DEFAULT_NUM_BUCKETS
     owned_buckets: frozenset[int] | None = None
     owner: str | None = None
@@ -87,7 +89,7 @@ def run_with_controller(options: Options, action: Callable[[Controller], Awaitab
 async def _session(options: Options, action: Callable[[Controller], Awaitable[T]]) -> T:
     from chongming.controller.controller import Controller
 
-    store = _open_store(options.db)
+    store = open_cli_store(options)
     controller = Controller(
         store=store,
         owner=options.owner,
@@ -100,18 +102,30 @@ async def _session(options: Options, action: Callable[[Controller], Awaitable[T]
         await controller.close(close_store=True)
 
 
-def _open_store(location: str) -> TaskStore:
+def open_cli_store(options: Options, *, create: bool = False) -> TaskStore:
+    """The store ``--db`` names, unopened; a query never creates a database file.
+
+    ``create`` (``run``) may create the embedded database file, but never a
+    missing directory: a mistyped path must not leave an empty database behind.
+    """
     from chongming.control.location import describe_location, open_store
     from chongming.stores.sqlite import SqliteTaskStore
 
+    location = options.db
+    shown = describe_location(location)
     store = open_store(location)
+    if options.schema is not None:
+        if type(store).__name__ != "PostgresTaskStore":  # asyncpg is not imported for SQLite
+            raise CliError(f"--schema applies to PostgreSQL only, not to --db {shown!r}")
+        from chongming.stores.postgres import PostgresTaskStore
+
+        store = PostgresTaskStore(location, schema=options.schema)
     if isinstance(store, SqliteTaskStore) and store.path != ":memory:":
-        # A query must not leave an empty database behind a mistyped --db.
-        if not os.path.exists(store.path):
-            raise CliError(
-                f"no chongming database at {describe_location(location)!r} "
-                "(check --db or CHONGMING_DB)"
-            )
         if os.path.isdir(store.path):
-            raise CliError(f"--db {describe_location(location)!r} is a directory, not a database")
+            raise CliError(f"--db {shown!r} is a directory, not a database")
+        if not create and not os.path.exists(store.path):
+            raise CliError(f"no chongming database at {shown!r} (check --db or CHONGMING_DB)")
+        parent = os.path.dirname(os.path.abspath(store.path))
+        if not os.path.isdir(parent):
+            raise CliError(f"--db {shown!r}: directory {parent!r} does not exist")
     return store

@@ -18,6 +18,7 @@ from chongming.scheduler.buckets import format_bucket_ranges
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.serialize import snapshot_to_json, transition_to_json
 from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
+from chongming.task_api.spec import TaskSpec
 
 __all__ = [
     "buckets_json",
@@ -37,6 +38,8 @@ __all__ = [
     "stats_text",
     "status_json",
     "status_text",
+    "tasks_json",
+    "tasks_text",
 ]
 
 _NONE = "-"
@@ -328,3 +331,65 @@ def commands_text(records: Sequence[CommandRecord]) -> str:
     ]
     headers = ("AT", "KIND", "TASK_ID", "TARGET", "STATE", "OUTCOME", "ACTOR", "REASON")
     return render_rows(headers, rows)
+
+
+# -- tasks (the registry of a task module) ------------------------------------------------
+
+
+def tasks_json(module: str, specs: Sequence[TaskSpec]) -> dict[str, Any]:
+    return {"module": module, "tasks": [_spec_json(spec) for spec in specs]}
+
+
+def _spec_json(spec: TaskSpec) -> dict[str, Any]:
+    retry = spec.retry
+    timeout = spec.timeout
+    return {
+        "name": spec.name,
+        "kind": "async" if spec.is_coroutine else "sync",
+        "executor": _executor_name(spec),
+        "tags": sorted(spec.tags),
+        "priority": spec.priority,
+        "retry": None
+        if retry is None
+        else {
+            "max_attempts": retry.max_attempts,
+            "backoff": type(retry.backoff).__name__,
+            "retry_timeouts": retry.retry_timeouts,
+        },
+        "timeout": None
+        if timeout is None
+        else {"per_attempt": timeout.per_attempt, "idle": timeout.idle, "start": timeout.start},
+    }
+
+
+def tasks_text(specs: Sequence[TaskSpec]) -> str:
+    headers = ("NAME", "KIND", "EXECUTOR", "TAGS", "PRIORITY", "RETRY", "TIMEOUT")
+    rows = []
+    for spec in specs:
+        data = _spec_json(spec)
+        retry = data["retry"]
+        timeout = data["timeout"]
+        rows.append(
+            (
+                spec.name,
+                data["kind"],
+                data["executor"],
+                ",".join(data["tags"]) or _NONE,
+                str(spec.priority),
+                _NONE if retry is None else f"{retry['max_attempts']} attempts",
+                _NONE if timeout is None else _timeouts(timeout),
+            )
+        )
+    return render_rows(headers, rows)
+
+
+def _executor_name(spec: TaskSpec) -> str:
+    choice = spec.executor
+    if choice is None:
+        return "thread" if not spec.is_coroutine else "loop"
+    return choice if isinstance(choice, str) else type(choice).__name__
+
+
+def _timeouts(timeout: dict[str, float | None]) -> str:
+    parts = [f"{key} {value:g}s" for key, value in timeout.items() if value is not None]
+    return ", ".join(parts) or _NONE
