@@ -15,6 +15,7 @@ BENCHMARKS = [
     ["bench_store.py"],
     ["bench_store_postgres.py"],
     ["bench_control.py"],
+    ["bench_cli.py"],
 ]
 
 

@@ -127,7 +127,7 @@ class _PlainLines:
         self._stream = stream
         self._inbox = inbox
         self._last_status: str | None = None
-        self._last_line = ""
+        self._last_key: object = None
         self._last_written = 0.0
 
     def run(self) -> None:
@@ -141,18 +141,18 @@ class _PlainLines:
                 return
 
     def _maybe_write(self, snapshot: TaskSnapshot) -> None:
-        line = describe_snapshot(snapshot)
-        status = snapshot.status.value
-        now = time.monotonic()
-        changed = status != self._last_status
-        if line == self._last_line:
+        # Elapsed time alone is no news: a paused task prints one line, not one a second.
+        key = (snapshot.status, snapshot.attempt, snapshot.progress, snapshot.failure)
+        if key == self._last_key:
             return
+        now = time.monotonic()
+        changed = snapshot.status.value != self._last_status or snapshot.failure is not None
         if not changed and now - self._last_written < _PLAIN_PROGRESS_EVERY:
             return
-        self._last_status = status
-        self._last_line = line
+        self._last_status = snapshot.status.value
+        self._last_key = key
         self._last_written = now
-        self._write(line)
+        self._write(describe_snapshot(snapshot))
 
     def _write(self, line: str) -> None:
         self._stream.write(line + "\n")

@@ -246,7 +246,7 @@ def check_parameters(where: str, obj: Any, written: ast.arguments, skip_self: bo
         for argument, default in zip(written.kwonlyargs, written.kw_defaults, strict=True)
         if default is not None
     }
-    namespace = vars(importlib.import_module("chongming"))
+    namespace = public_names()
     defaults = real_defaults(obj)
     for name, node in {**positional_defaults, **keyword_defaults}.items():
         value = eval(compile(ast.Expression(node), where, "eval"), dict(namespace))
@@ -254,6 +254,12 @@ def check_parameters(where: str, obj: Any, written: ast.arguments, skip_self: bo
             continue  # "..." elides a default
         assert name in defaults, f"{where}: {name} has no default"
         assert value == defaults[name], f"{where}: {name}={value!r}, really {defaults[name]!r}"
+
+
+def public_names() -> dict[str, Any]:
+    """Every name of ``chongming.__all__`` (the package imports them lazily)."""
+    package = importlib.import_module("chongming")
+    return {name: getattr(package, name) for name in package.__all__}
 
 
 def without_comments(source: str) -> str:
@@ -322,7 +328,7 @@ def check_class(block: Block, obj: Any, node: ast.ClassDef) -> None:
             f"{block.where}: the fields of {obj.__name__} are {real}"
         )
         defaults = real_defaults(obj)
-        namespace = dict(vars(importlib.import_module("chongming")))
+        namespace = public_names()
         for field in fields:
             if field.value is not None and isinstance(field.target, ast.Name):
                 value = eval(compile(ast.Expression(field.value), block.where, "eval"), namespace)
