@@ -389,6 +389,7 @@ class BlockingTaskRun:
         return outcome
 
     stop = blocking_twin(TaskRun.stop)
+    force_stop = blocking_twin(TaskRun.force_stop)
     pause = blocking_twin(TaskRun.pause)
     resume = blocking_twin(TaskRun.resume)
 
