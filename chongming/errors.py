@@ -7,7 +7,12 @@ keeps working for callers who do not know chongming::
     ChongmingError
     ├── ConfigurationError (ValueError)    a bad policy, limit, name or registration
     │   ├── UnknownTask (LookupError)      submit of a name nobody registered
-    │   └── BucketNotOwned                 submit into a bucket this node does not own
+    │   ├── BucketNotOwned                 submit into a bucket this node does not own
+    │   ├── InvalidPipeline                a pipeline that cannot run as built
+    │   │   ├── DuplicateNode              two nodes with one id
+    │   │   ├── UnknownUpstream (LookupError)  depends_on names no node of the pipeline
+    │   │   └── PipelineCycle              the dependencies go round (the cycle is named)
+    │   └── QuorumNotSupported             quorum settlement asked of a pipeline
     ├── PayloadError (ValueError)          arguments, ids or labels that cannot be stored
     ├── DuplicateTask                      a task id already in use
     ├── InvalidTransition                  the state table forbids the move
@@ -17,6 +22,7 @@ keeps working for callers who do not know chongming::
     ├── ControllerClosed (RuntimeError)    use of a controller after close()
     ├── ExecutorClosed (RuntimeError)      use of an executor after aclose()
     ├── AdmissionStateError (LookupError)  an admission-queue item in the wrong state for the call
+    ├── UnknownNode (LookupError)          a running pipeline has no node with this id
     └── StoreError                         the persistence layer, translated at its boundary
         ├── StoreClosed                    use of a store after close()
         ├── VersionConflict                a compare-and-set on status_version lost
@@ -40,13 +46,17 @@ __all__ = [
     "ChongmingError",
     "ConfigurationError",
     "ControllerClosed",
+    "DuplicateNode",
     "DuplicateTask",
     "DuplicateTaskId",
     "ExecutorClosed",
+    "InvalidPipeline",
     "InvalidTransition",
     "NeverStarted",
     "NodeConflict",
     "PayloadError",
+    "PipelineCycle",
+    "QuorumNotSupported",
     "SchemaError",
     "StoreBusy",
     "StoreClosed",
@@ -55,7 +65,9 @@ __all__ = [
     "StoreUnavailable",
     "TaskCancelled",
     "TaskNotFound",
+    "UnknownNode",
     "UnknownTask",
+    "UnknownUpstream",
     "VersionConflict",
 ]
 
@@ -221,3 +233,65 @@ class NodeConflict(StoreError):
             f"owner {owner!r} is already held by a live node (host {host!r}, pid {pid}); "
             "give this node another --owner, or stop the other one"
         )
+
+
+class InvalidPipeline(ConfigurationError):
+    """A pipeline that cannot run as built; nothing of it was submitted."""
+
+    def __init__(self, pipeline: str, problem: str) -> None:
+        self.pipeline = pipeline
+        self.problem = problem
+        super().__init__(f"pipeline {pipeline!r}: {problem}")
+
+
+class DuplicateNode(InvalidPipeline):
+    """Two nodes of one pipeline were given the same id."""
+
+    def __init__(self, pipeline: str, node_id: str) -> None:
+        self.node_id = node_id
+        super().__init__(
+            pipeline, f"node id {node_id!r} is used twice; give each node its own node_id="
+        )
+
+
+class UnknownUpstream(InvalidPipeline, LookupError):
+    """A node depends on an id that no node of the pipeline has."""
+
+    def __init__(self, pipeline: str, node_id: str, upstream: str) -> None:
+        self.node_id = node_id
+        self.upstream = upstream
+        super().__init__(
+            pipeline, f"node {node_id!r} depends on {upstream!r}, which is not a node of it"
+        )
+
+
+class PipelineCycle(InvalidPipeline):
+    """The dependencies go round, so no node of the cycle could ever start."""
+
+    def __init__(self, pipeline: str, cycle: tuple[str, ...]) -> None:
+        self.cycle = cycle
+        path = " -> ".join(repr(node_id) for node_id in cycle)
+        super().__init__(pipeline, f"the dependencies form a cycle: {path}")
+
+
+class QuorumNotSupported(ConfigurationError):
+    """Quorum settlement was asked of a pipeline; the message says why it is refused."""
+
+    def __init__(self, asked: str) -> None:
+        self.asked = asked
+        super().__init__(
+            f"{asked!r}: quorum settlement is not supported. A quorum counts how many "
+            "copies of the same work succeeded (k of n); the nodes of a pipeline each do "
+            "different work, so 'k of them succeeded' would be a number nobody could "
+            "predict the meaning of. Fan the copies out inside one task and decide there, "
+            "or let a downstream node use join=JoinMode.ANY_SUCCEEDED or ALL_SETTLED."
+        )
+
+
+class UnknownNode(ChongmingError, LookupError):
+    """A running pipeline was asked for a node id it does not have."""
+
+    def __init__(self, pipeline: str, node_id: str) -> None:
+        self.pipeline = pipeline
+        self.node_id = node_id
+        super().__init__(f"pipeline {pipeline!r} has no node {node_id!r}")

@@ -45,6 +45,9 @@ from chongming.errors import (
     TaskNotFound,
 )
 from chongming.executors.base import Executor
+from chongming.pipeline.graph import Pipeline
+from chongming.pipeline.run import LivePipelines, PipelineRun
+from chongming.pipeline.submit import prepare_pipeline
 from chongming.policies.checks import check_seconds
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
@@ -171,6 +174,7 @@ class Controller:
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
         self._submitted_since_yield = 0
+        self._pipelines = LivePipelines()
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -242,6 +246,7 @@ class Controller:
 
     async def _shutdown(self, grace: float, close_store: bool) -> None:
         reason = "the controller is closing"
+        self._pipelines.shutdown(reason)  # nodes not started: cancelled, not stopped
         for run in self._host.runs():
             if run.status in (_S.QUEUED, _S.PENDING, _S.BLOCKED, _S.RETRY_WAIT):
                 run.shutdown(reason)
@@ -397,6 +402,58 @@ class Controller:
         run.enter_admission()
         if cancelled:
             raise asyncio.CancelledError
+
+    async def submit_pipeline(
+        self, pipeline: Pipeline, *, run_id: str | None = None
+    ) -> PipelineRun:
+        """Start ``pipeline``: its roots ``queued``, every other node ``blocked``.
+
+        Everything is checked before any node exists (the graph, the task
+        names, each node's arguments, ids in use); node task ids are
+        ``<run_id>:<node_id>`` (``run_id`` defaults to a fresh random id).
+        With a store it returns once every node is durable; if one cannot
+        be stored, the stored ones are cancelled and the store's error is
+        raised. Cancellation: as for :meth:`submit`, the admission is
+        finished first; an admitted pipeline runs, and the cancellation is
+        re-raised.
+        """
+        if self._phase != _Phase.OPEN:
+            await self._open()
+        handle = prepare_pipeline(pipeline, self.registry, self._node_run, run_id=run_id)
+        plane = self._plane
+        if plane is not None:
+            await plane.become_node()
+        admission = asyncio.get_running_loop().create_task(
+            handle.admit(self._host, None if plane is None else plane.writer, self._pipelines),
+            name=f"chongming:admit-pipeline:{handle.run_id}",
+        )
+        await await_to_the_end(admission)
+        return handle
+
+    def _node_run(
+        self,
+        spec: TaskSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        task_id: str,
+        label: str,
+    ) -> TaskRun:
+        return TaskRun(
+            spec,
+            args,
+            kwargs,
+            task_id=task_id,
+            name=spec.name,
+            label=label,
+            executor=spec.executor,
+            owner=self.owner,
+            windows=self.windows,
+            clock=self.clock,
+            artifact_root=self.artifact_root,
+            host=self._host,
+            max_payload_bytes=self.max_payload_bytes,
+        )
 
     def _bucket_for(self, bucket_key: str | None) -> int | None:
         if bucket_key is None:

@@ -1,8 +1,9 @@
-"""Text rendering for terminals: the task table, the history table, escaping.
+"""Text rendering for terminals: the task, history and pipeline tables, escaping.
 
 Pure functions (no I/O, no clock); the CLI and user code print what they return.
 """
 
+from chongming.render.pipeline import render_pipeline as render_pipeline
 from chongming.render.table import render_history as render_history
 from chongming.render.table import render_rows as render_rows
 from chongming.render.table import render_table as render_table

@@ -353,14 +353,14 @@ class RunLifecycle:
         self._move(SKIPPED, Trigger.UPSTREAM_FAILED, reason=reason)
         return True
 
-    def cancel(self, reason: str, trigger: str = Trigger.FAIL_FAST) -> bool:
+    def cancel(self, reason: str, trigger: str = Trigger.FAIL_FAST, actor: str = "system") -> bool:
         """Orchestration cascade: ``cancelled`` if not started, else a stop."""
         status = self._record.status
         if status in _NOT_STARTED:
             self._leave_waiting(status)
-            self._move(CANCELLED, trigger, reason=reason)
+            self._move(CANCELLED, trigger, actor=actor, reason=reason)
             return True
-        return self._request_stop(trigger, actor="system", reason=reason)
+        return self._request_stop(trigger, actor=actor, reason=reason)
 
     def dispatch(self) -> bool:
         """``queued -> starting`` and launch the attempt; False if no longer queued.
