@@ -50,6 +50,7 @@ __all__ = [
     "DuplicateTask",
     "DuplicateTaskId",
     "ExecutorClosed",
+    "IdempotencyConflict",
     "InvalidPipeline",
     "InvalidTransition",
     "NeverStarted",
@@ -295,3 +296,21 @@ class UnknownNode(ChongmingError, LookupError):
         self.pipeline = pipeline
         self.node_id = node_id
         super().__init__(f"pipeline {pipeline!r} has no node {node_id!r}")
+
+
+class IdempotencyConflict(StoreError):
+    """An idempotency key was reused with different input (name, version or arguments).
+
+    The same key with the same input returns the task it already names; a
+    different input is refused on every path, so a caller can never be
+    answered with a task that does something other than what it asked for.
+    """
+
+    def __init__(self, key: str, task_id: str) -> None:
+        self.key = key
+        self.task_id = task_id
+        shown = key if len(key) <= 80 else key[:77] + "..."
+        super().__init__(
+            f"idempotency key {shown!r} already names task {task_id!r}, enqueued with "
+            "different input (name, version or arguments); use a new key for new input"
+        )

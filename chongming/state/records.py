@@ -103,6 +103,11 @@ class TaskSnapshot:
     result: JsonValue = None
     args: tuple[JsonValue, ...] = ()
     kwargs: Mapping[str, JsonValue] = dataclasses.field(default_factory=dict)
+    # Work for any node: the registered version the task needs (None: any),
+    # the earliest time a worker may claim it, and the caller's idempotency key.
+    version: int | None = None
+    not_before: datetime | None = None
+    idempotency_key: str | None = None
 
     @property
     def is_terminal(self) -> bool:

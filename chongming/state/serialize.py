@@ -48,6 +48,9 @@ def snapshot_to_json(snapshot: TaskSnapshot) -> dict[str, Any]:
         "result": snapshot.result,
         "args": list(snapshot.args),
         "kwargs": dict(snapshot.kwargs),
+        "version": snapshot.version,
+        "not_before": _iso(snapshot.not_before),
+        "idempotency_key": snapshot.idempotency_key,
     }
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Self
@@ -48,6 +48,7 @@ from chongming.errors import (
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.queue import Enqueued, Serves
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 __all__ = [
@@ -195,6 +196,44 @@ class TaskStore(abc.ABC):
         except StoreError:
             pass  # cannot tell: the loser's outcome stands (nothing of this call was written)
         return lost
+
+    # -- the work queue (work for any node) -------------------------------------
+
+    async def enqueue(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+    ) -> Enqueued:
+        """Insert a task any node may claim; once per idempotency key.
+
+        Like :meth:`create`, plus: when ``snapshot.idempotency_key`` is set and
+        already names a task, nothing is written and that task is returned
+        (``created=False``) if it was enqueued with the same input (name,
+        version, arguments: :func:`~chongming.stores.queue.input_digest`);
+        with different input :class:`IdempotencyConflict` is raised. A key
+        lives as long as its task. Optional: a store without the work queue
+        raises ``NotImplementedError``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (enqueue)")
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+    ) -> list[TaskSnapshot]:
+        """Take up to ``limit`` queued tasks nobody holds, writing ``owner`` as their owner.
+
+        Claimable: status ``queued``, no owner, ``not_before`` unset or past by
+        the store's clock, bucket in ``buckets`` (``None``: any; a task without
+        a bucket is claimable by every node), and ``serves[name]`` holding the
+        task's version (an unversioned task matches any served version).
+        Order: higher ``priority`` first, then earlier ``queued_at``, then
+        ``task_id``. Atomic: two claimers never take the same task. The status
+        and its version do not change (the claimer starts the task through the
+        state machine); the snapshots returned carry the new owner.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (claim)")
 
     # -- history -------------------------------------------------------------
 

@@ -103,6 +103,10 @@ TASK_COLUMNS: tuple[Column, ...] = (
     _column("result", Kind.PAYLOAD, _M, "TEXT", "jsonb"),
     _column("args", Kind.ARGS, _I, "TEXT", "jsonb"),
     _column("kwargs", Kind.KWARGS, _I, "TEXT", "jsonb"),
+    # migration 0003: work for any node
+    _column("version", Kind.INTEGER, _I, "INTEGER", "integer", nullable=True),
+    _column("not_before", Kind.TIME, _I, "INTEGER", "timestamptz", nullable=True),
+    _column("idempotency_key", Kind.TEXT, _I, "TEXT", "text", nullable=True),
 )
 
 IDENTITY_COLUMNS: tuple[Column, ...] = tuple(c for c in TASK_COLUMNS if c.role is Role.IDENTITY)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 from chongming.errors import (
     DuplicateTaskId,
+    IdempotencyConflict,
     NodeConflict,
     StoreClosed,
     TaskNotFound,
@@ -30,7 +31,7 @@ from chongming.errors import (
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.state.status import ACTIVE_STATUSES
+from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.stores.base import Command, TaskStore, count_key
 from chongming.stores.checks import (
     check_command,
@@ -49,6 +50,7 @@ from chongming.stores.nodes import (
     NodeRecord,
     TaskCount,
 )
+from chongming.stores.queue import Enqueued, Serves, check_claim, check_enqueued, input_digest
 from chongming.stores.stored import as_stored, utc_transition
 
 __all__ = ["InMemoryTaskStore"]
@@ -78,6 +80,7 @@ class InMemoryTaskStore(TaskStore):
         self._clock = clock
         self._limit = check_limit(max_payload_bytes)
         self._tasks: dict[str, TaskSnapshot] = {}
+        self._keys: dict[str, tuple[str, str]] = {}  # idempotency key -> (task id, digest)
         self._history: dict[str, dict[int, Transition]] = {}
         self._nodes: dict[str, NodeRecord] = {}
         self._commands: dict[str, Command] = {}
@@ -117,6 +120,63 @@ class InMemoryTaskStore(TaskStore):
             raise DuplicateTaskId(snapshot.task_id)
         self._tasks[snapshot.task_id] = stored
         self._append(transitions)
+
+    async def enqueue(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+    ) -> Enqueued:
+        self._check_open()
+        check_enqueued(snapshot)
+        stored = as_stored(snapshot, self._limit)
+        check_transitions(transitions)
+        key = snapshot.idempotency_key
+        digest = input_digest(stored)
+        if key is not None and key in self._keys:
+            task_id, known = self._keys[key]
+            if known != digest:
+                raise IdempotencyConflict(key, task_id)
+            if task_id in self._tasks:
+                return Enqueued(snapshot=self._tasks[task_id], created=False)
+        if snapshot.task_id in self._tasks:
+            raise DuplicateTaskId(snapshot.task_id)
+        self._tasks[snapshot.task_id] = stored
+        self._append(transitions)
+        if key is not None:
+            self._keys[key] = (snapshot.task_id, digest)
+        return Enqueued(snapshot=stored, created=True)
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+    ) -> list[TaskSnapshot]:
+        self._check_open()
+        check_claim(owner, serves, buckets, limit)
+        now = self._now()
+        chosen = None if buckets is None else frozenset(buckets)
+
+        def claimable(task: TaskSnapshot) -> bool:
+            if task.status is not TaskStatus.QUEUED or task.owner is not None:
+                return False
+            if task.bucket is not None and chosen is not None and task.bucket not in chosen:
+                return False
+            if task.not_before is not None and task.not_before > now:
+                return False
+            versions = serves.get(task.name)
+            return versions is not None and (task.version is None or task.version in versions)
+
+        def order(task: TaskSnapshot) -> tuple[int, datetime, str]:
+            return (-task.priority, task.queued_at or task.created_at, task.task_id)
+
+        taken = sorted(filter(claimable, self._tasks.values()), key=order)[:limit]
+        claimed = []
+        for task in taken:
+            mine = dataclasses.replace(task, owner=owner)
+            self._tasks[task.task_id] = mine
+            claimed.append(mine)
+        return claimed
 
     async def save(
         self,

@@ -16,7 +16,7 @@ Run this file to see the store work: ``python docs/examples/third_party_store.py
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from chongming.state.query import TaskQuery
@@ -25,6 +25,7 @@ from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.queue import Enqueued, Serves
 from chongming.testing.store_contract import StoreContract, make_snapshot, next_step
 
 
@@ -109,6 +110,24 @@ class JournalingStore(TaskStore):
 
     async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
         return await self._inner.task_counts(active_only=active_only)
+
+    async def enqueue(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+    ) -> Enqueued:
+        result = await self._inner.enqueue(snapshot, transitions)
+        if result.created:
+            self.journal.append(f"enqueue {snapshot.task_id}")
+        return result
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+    ) -> list[TaskSnapshot]:
+        return await self._inner.claim(owner, serves=serves, buckets=buckets, limit=limit)
 
 
 class JournalingStoreContract(StoreContract):

@@ -81,15 +81,23 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
             )
         )
         version = await conn.fetchval(f'SELECT max(version) FROM "{store.schema}".schema_version')
-    assert tables == {"tasks", "transitions", "commands", "nodes", "schema_version"}
+    assert tables == {
+        "tasks",
+        "transitions",
+        "commands",
+        "nodes",
+        "schema_version",
+        "idempotency_keys",
+    }
     assert {"tasks_status_idx", "tasks_bucket_idx", "tasks_owner_idx", "tasks_name_idx"} <= indexes
     assert {"tasks_counts_idx", "commands_created_idx", "commands_task_created_idx"} <= indexes
+    assert {"tasks_claimable_idx", "idempotency_keys_task_idx"} <= indexes
     assert "tasks_lease_idx" not in indexes
     assert "lease_owner" not in kinds
     for column in ("args", "kwargs", "result", "progress", "failure"):
         assert kinds[column] == "jsonb", column
     assert kinds["created_at"] == "timestamp with time zone"
-    assert version == 2
+    assert version == 3
 
 
 async def test_concurrent_first_connects_all_succeed(factory: PgStoreFactory) -> None:

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -52,9 +52,11 @@ from chongming.stores.postgres.driver import (
 )
 from chongming.stores.postgres.dsn import ConnectTarget, parse_dsn, redact_text
 from chongming.stores.postgres.listener import CommandListener
+from chongming.stores.postgres.queue import WorkQueue
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS, Statements
 from chongming.stores.postgres.writer import GroupWriter, WriteArgs, WriteResult
+from chongming.stores.queue import Enqueued, Serves
 from chongming.stores.writes import StateWrite, WriteOutcome
 from chongming.stores.writes import WriteResult as StateResult
 
@@ -149,6 +151,14 @@ class PostgresTaskStore(TaskStore):
             once=self._once,
             fail=self._raise,
             attempts=read_attempts,
+        )
+        self._queue = WorkQueue(
+            quote_schema(self._schema),
+            read=self._read,
+            once=self._once,
+            fail=self._raise,
+            attempts=read_attempts,
+            limit=self._limit,
         )
         self._state: SchemaState | None = None
         self._open_lock = asyncio.Lock()
@@ -513,6 +523,23 @@ class PostgresTaskStore(TaskStore):
 
     async def nodes(self) -> list[NodeRecord]:
         return await self._commands.nodes()
+
+    # -- the work queue (postgres/queue.py) -------------------------------------------
+
+    async def enqueue(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+    ) -> Enqueued:
+        return await self._queue.enqueue(snapshot, transitions)
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+    ) -> list[TaskSnapshot]:
+        return await self._queue.claim(owner, serves, buckets, limit)
 
     # -- counts ----------------------------------------------------------------
 

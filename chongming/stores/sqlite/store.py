@@ -42,7 +42,7 @@ import os
 import sqlite3
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -71,6 +71,7 @@ from chongming.stores.checks import (
 from chongming.stores.codec import STATUS_OF, encode_progress
 from chongming.stores.identity import IdentityCache
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.queue import Enqueued, Serves, check_claim, check_enqueued, input_digest
 from chongming.stores.sqlite import rows as r
 from chongming.stores.sqlite.batch import (
     PATCH_TASK,
@@ -559,6 +560,41 @@ class SqliteTaskStore(TaskStore):
         """Judged inside a write transaction that raises the stored clock high-water."""
         found: list[NodeRecord] = await self._node_op("nodes")
         return found
+
+    # -- the work queue (sqlite/queue.py, in the writer's transaction) -------------
+
+    async def enqueue(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+    ) -> Enqueued:
+        check_enqueued(snapshot)
+        row = r.encode(r.insert_row, snapshot, self._limit)
+        check_transitions(transitions, snapshot.task_id)
+        key = snapshot.idempotency_key
+        params = (row, [r.transition_row(t) for t in transitions], snapshot.task_id, key)
+        created, existing = await self._node_op("enqueue", *params, input_digest(snapshot))
+        if created:
+            return Enqueued(snapshot=await self._stored_form(snapshot), created=True)
+        return Enqueued(snapshot=existing, created=False)
+
+    async def _stored_form(self, snapshot: TaskSnapshot) -> TaskSnapshot:
+        stored = await self.get(snapshot.task_id)
+        return snapshot if stored is None else stored
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+    ) -> list[TaskSnapshot]:
+        check_claim(owner, serves, buckets, limit)
+        plain = {name: list(versions) for name, versions in serves.items()}
+        chosen = None if buckets is None else sorted(buckets)
+        claimed: list[TaskSnapshot] = await self._node_op(
+            "claim_tasks", owner, plain, chosen, limit
+        )
+        return claimed
 
     # -- counts ----------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
-from chongming.stores.sqlite import nodes
+from chongming.stores.sqlite import nodes, queue
 from chongming.stores.sqlite.batch import (
     INSERT_TRANSITION,
     CommandOp,
@@ -51,7 +51,8 @@ _LINGER_TURNS = 4
 _WHOLE_BATCH_ERRORS = (StoreBusy, StoreFull, StoreUnavailable, SchemaError)
 #: Command actions that make a command claimable (so a skipped claim look must look again).
 _CLAIMABLE_ACTIONS = frozenset({"submit", "release"})
-_NODE_ACTIONS = frozenset({"register_node", "renew_node", "release_node", "nodes"})
+#: Actions that read the store clock (raised to its high-water mark once per batch).
+_NODE_ACTIONS = frozenset({"register_node", "renew_node", "release_node", "nodes", "claim_tasks"})
 
 _INSERT_COMMAND = (
     f"INSERT OR IGNORE INTO commands ({', '.join(COMMAND_COLUMNS)})"
@@ -333,6 +334,11 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
         return None
     if op.action == "nodes":
         return nodes.list_nodes(conn, now)
+    if op.action == "enqueue":
+        return queue.enqueue(conn, *op.params)
+    if op.action == "claim_tasks":
+        owner, serves, buckets, limit = op.params
+        return queue.claim_tasks(conn, owner, serves, buckets, limit, now)
     raise TypeError(f"unknown command action {op.action!r}")
 
 

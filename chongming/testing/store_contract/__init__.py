@@ -63,6 +63,7 @@ from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.history import HistoryContract
 from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
+from chongming.testing.store_contract.queue import QueueContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
 from chongming.testing.store_contract.writes import WriteContract
 
@@ -75,6 +76,7 @@ class StoreContract(
     CommandContract,
     NodeContract,
     WriteContract,
+    QueueContract,
     PayloadContract,
     AnswerContract,
 ):

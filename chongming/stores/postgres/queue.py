@@ -1,0 +1,185 @@
+"""The work queue on PostgreSQL: enqueue once per idempotency key, claim with SKIP LOCKED.
+
+Enqueue is one short transaction. The key row goes in first with ``ON
+CONFLICT DO NOTHING``: a conflict never aborts the transaction, and an
+insert racing an uncommitted twin waits for it, so when the twin rolls back
+this one gets the key and exactly one task exists. The stored digest of the
+input (name, version, arguments) decides between "the same task" and
+:class:`IdempotencyConflict` on that path too.
+
+A claim is one statement: the best claimable rows, locked with ``FOR UPDATE
+SKIP LOCKED`` (two workers never wait on or take the same row), get the
+claimer as owner. After a connection error its outcome is unknown; the
+claimer is then answered with every queued task it holds (it skips the ones
+it already runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, TypeVar
+
+from chongming.errors import DuplicateTaskId, IdempotencyConflict, StoreError, StoreUnavailable
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.stores.postgres import rows
+from chongming.stores.postgres.driver import is_connection_error
+from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
+from chongming.stores.queue import (
+    Enqueued,
+    Serves,
+    check_claim,
+    check_enqueued,
+    input_digest,
+)
+
+__all__ = ["WorkQueue"]
+
+T = TypeVar("T")
+Work = Callable[[Any], Awaitable[T]]
+Runner = Callable[[str, Work[Any]], Awaitable[Any]]
+
+_SELECT = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
+_RETURNING = ", ".join(f"t.{name}" for name, _ in SNAPSHOT_COLUMNS)
+
+
+def _insert_task(schema: str) -> str:
+    values = []
+    for index, (name, kind) in enumerate(SNAPSHOT_COLUMNS, start=1):
+        if name == "tags":
+            values.append(f"ARRAY(SELECT jsonb_array_elements_text(${index}::jsonb))")
+        else:
+            values.append(f"${index}::{kind}")
+    return (
+        f"INSERT INTO {schema}.tasks ({_SELECT}) VALUES ({', '.join(values)})"
+        " ON CONFLICT (task_id) DO NOTHING RETURNING task_id"
+    )
+
+
+class WorkQueue:
+    """Enqueue and claim; the store supplies the I/O (see :class:`CommandsAndNodes`)."""
+
+    def __init__(
+        self,
+        schema: str,
+        *,
+        read: Runner,
+        once: Runner,
+        fail: Callable[[BaseException, str], Any],
+        attempts: int,
+        limit: int | None,
+    ) -> None:
+        self._read = read
+        self._once = once
+        self._fail = fail
+        self._attempts = attempts
+        self._limit = limit
+        self._insert_task = _insert_task(schema)
+        self._insert_transition = (
+            f"INSERT INTO {schema}.transitions (task_id, version, from_status, to_status, at,"
+            " trigger, actor, reason, attempt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            " ON CONFLICT DO NOTHING"
+        )
+        self._insert_key = (
+            f"INSERT INTO {schema}.idempotency_keys (idempotency_key, task_id, digest)"
+            " VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING task_id"
+        )
+        self._get_key = (
+            f"SELECT task_id, digest FROM {schema}.idempotency_keys WHERE idempotency_key = $1"
+        )
+        self._get_task = f"SELECT {_SELECT} FROM {schema}.tasks WHERE task_id = $1"
+        self._claim = (
+            f"WITH chosen AS (SELECT task_id FROM {schema}.tasks"
+            " WHERE status = 'queued' AND owner IS NULL"
+            " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
+            " AND ((version IS NULL AND name = ANY($3::text[]))"
+            "   OR (name, version) IN (SELECT * FROM unnest($4::text[], $5::int[])))"
+            " AND (not_before IS NULL OR not_before <= now())"
+            ' ORDER BY priority DESC, queued_at, task_id COLLATE "C"'
+            " LIMIT $6 FOR UPDATE SKIP LOCKED)"
+            f" UPDATE {schema}.tasks AS t SET owner = $1 FROM chosen"
+            f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
+        )
+        self._held = f"SELECT {_SELECT} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
+
+    async def enqueue(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> Enqueued:
+        check_enqueued(snapshot)
+        params = rows.encode(rows.full_params, snapshot, self._limit)
+        transition_rows = rows.transition_rows(transitions, snapshot.task_id)
+        digest = input_digest(snapshot)
+        key = snapshot.idempotency_key
+        what = f"enqueueing task {snapshot.task_id!r}"
+
+        async def work(conn: Any) -> Enqueued:
+            async with conn.transaction():
+                if (
+                    key is not None
+                    and await conn.fetchval(self._insert_key, key, snapshot.task_id, digest) is None
+                ):
+                    return await self._twin(conn, key, digest)
+                if await conn.fetchval(self._insert_task, *params) is None:
+                    raise DuplicateTaskId(snapshot.task_id)
+                if transition_rows:
+                    await conn.executemany(self._insert_transition, transition_rows)
+                stored = await conn.fetchrow(self._get_task, snapshot.task_id)
+            return Enqueued(snapshot=rows.snapshot_from_row(stored), created=True)
+
+        for _ in range(self._attempts):
+            try:
+                result: Enqueued = await self._once(what, work)
+                return result
+            except StoreError:
+                raise
+            except Exception as error:
+                if not is_connection_error(error):
+                    self._fail(error, what)
+            # The outcome is unknown: ours if the row is there with our input.
+            stored = await self._read(what, lambda c: c.fetchrow(self._get_task, snapshot.task_id))
+            if stored is not None:
+                found = rows.snapshot_from_row(stored)
+                if input_digest(found) == digest and found.idempotency_key == key:
+                    return Enqueued(snapshot=found, created=True)
+                if key is None:
+                    raise DuplicateTaskId(snapshot.task_id)
+        raise StoreUnavailable(f"{what}: the connection kept failing; it was not written")
+
+    async def _twin(self, conn: Any, key: str, digest: str) -> Enqueued:
+        row = await conn.fetchrow(self._get_key, key)
+        if row is None:  # the holder went between the two statements: rare, refuse plainly
+            raise IdempotencyConflict(key, "<gone>")
+        if row["digest"] != digest:
+            raise IdempotencyConflict(key, row["task_id"])
+        stored = await conn.fetchrow(self._get_task, row["task_id"])
+        if stored is None:
+            raise IdempotencyConflict(key, row["task_id"])
+        return Enqueued(snapshot=rows.snapshot_from_row(stored), created=False)
+
+    async def claim(
+        self,
+        owner: str,
+        serves: Serves,
+        buckets: Collection[int] | None,
+        limit: int,
+    ) -> list[TaskSnapshot]:
+        check_claim(owner, serves, buckets, limit)
+        names = sorted(serves)
+        pairs = [(n, v) for n, versions in serves.items() for v in versions if v is not None]
+        args = (
+            owner,
+            None if buckets is None else sorted(buckets),
+            names,
+            [n for n, _ in pairs],
+            [v for _, v in pairs],
+            limit,
+        )
+        what = f"claiming tasks for {owner!r}"
+        try:
+            found = await self._once(what, lambda c: c.fetch(self._claim, *args))
+        except StoreError:
+            raise
+        except Exception as error:
+            if not is_connection_error(error):
+                self._fail(error, what)
+            found = await self._read(what, lambda c: c.fetch(self._held, owner))
+        claimed = [rows.snapshot_from_row(row) for row in found]
+        claimed.sort(key=lambda t: (-t.priority, t.queued_at or t.created_at, t.task_id))
+        return claimed

@@ -1,0 +1,101 @@
+"""The work queue on SQLite (blocking: the writer's thread, inside its ``BEGIN IMMEDIATE``).
+
+The writer runs these in the same transaction as the rest of its batch, so
+each function works inside a ``SAVEPOINT``: a refused enqueue (an
+idempotency conflict, a duplicate id) undoes exactly its own statements and
+leaves its neighbours' writes alone. ``BEGIN IMMEDIATE`` makes a claim a
+read-then-write that no other process can interleave: two workers never
+take the same task.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from chongming.errors import DuplicateTaskId, IdempotencyConflict
+from chongming.stores.codec import dump
+from chongming.stores.sqlite.batch import INSERT_TASK, INSERT_TRANSITION
+from chongming.stores.sqlite.rows import TASK_NAMES, snapshot_from_row
+
+__all__ = ["claim_tasks", "enqueue"]
+
+_KEY = "SELECT task_id, digest FROM idempotency_keys WHERE idempotency_key = ?"
+_INSERT_KEY = "INSERT INTO idempotency_keys (idempotency_key, task_id, digest) VALUES (?, ?, ?)"
+_SELECT = f"SELECT {', '.join(TASK_NAMES)} FROM tasks"
+
+#: The claimable tasks in claim order. ?1 buckets (JSON or NULL: all), ?2 the
+#: served names, ?3 the served [name, version] pairs (JSON), ?4 now, ?5 limit.
+_CLAIMABLE = (
+    "SELECT task_id FROM tasks"
+    " WHERE status = 'queued' AND owner IS NULL"
+    " AND (bucket IS NULL OR ?1 IS NULL OR bucket IN (SELECT value FROM json_each(?1)))"
+    " AND ((version IS NULL AND name IN (SELECT value FROM json_each(?2)))"
+    "   OR (name, version) IN"
+    "     (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?3)))"
+    " AND (not_before IS NULL OR not_before <= ?4)"
+    " ORDER BY priority DESC, queued_at, task_id LIMIT ?5"
+)
+_TAKE = "UPDATE tasks SET owner = ? WHERE task_id = ? AND status = 'queued' AND owner IS NULL"
+
+
+def enqueue(
+    conn: sqlite3.Connection,
+    row: Sequence[Any],
+    transitions: Sequence[Sequence[Any]],
+    task_id: str,
+    key: str | None,
+    digest: str,
+) -> tuple[bool, Any]:
+    """``(True, None)`` when inserted; ``(False, snapshot)`` when the key named a twin."""
+    conn.execute("SAVEPOINT chongming_enqueue")
+    try:
+        if key is not None:
+            found = conn.execute(_KEY, (key,)).fetchone()
+            if found is not None:
+                if found[1] != digest:
+                    raise IdempotencyConflict(key, found[0])
+                existing = conn.execute(f"{_SELECT} WHERE task_id = ?", (found[0],)).fetchone()
+                if existing is not None:
+                    conn.execute("RELEASE chongming_enqueue")
+                    return False, snapshot_from_row(existing)
+                conn.execute("DELETE FROM idempotency_keys WHERE idempotency_key = ?", (key,))
+        try:
+            conn.execute(INSERT_TASK, row)
+        except sqlite3.IntegrityError:
+            raise DuplicateTaskId(task_id) from None
+        conn.executemany(INSERT_TRANSITION, transitions)
+        if key is not None:
+            conn.execute(_INSERT_KEY, (key, task_id, digest))
+    except BaseException:
+        conn.execute("ROLLBACK TO chongming_enqueue")
+        conn.execute("RELEASE chongming_enqueue")
+        raise
+    conn.execute("RELEASE chongming_enqueue")
+    return True, None
+
+
+def claim_tasks(
+    conn: sqlite3.Connection,
+    owner: str,
+    serves: dict[str, list[int | None]],
+    buckets: list[int] | None,
+    limit: int,
+    now: int,
+) -> list[Any]:
+    """Take up to ``limit`` claimable tasks for ``owner``, best first; their snapshots."""
+    if not serves:
+        return []
+    bucket_json = None if buckets is None else dump(sorted(buckets))
+    pairs = [[name, v] for name, versions in serves.items() for v in versions if v is not None]
+    params = (bucket_json, dump(sorted(serves)), dump(pairs), now, limit)
+    taken = [row[0] for row in conn.execute(_CLAIMABLE, params).fetchall()]
+    if not taken:
+        return []
+    conn.executemany(_TAKE, [(owner, task_id) for task_id in taken])
+    found = conn.execute(
+        f"{_SELECT} WHERE task_id IN (SELECT value FROM json_each(?))", (dump(taken),)
+    ).fetchall()
+    by_id = {snapshot.task_id: snapshot for snapshot in map(snapshot_from_row, found)}
+    return [by_id[task_id] for task_id in taken]
