@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from chongming.control.reconcile import ReconcileReport as ReconcileReport
     from chongming.controller import Controller as Controller
     from chongming.controller import ControllerStats as ControllerStats
+    from chongming.controller.enqueue import QueuedTask as QueuedTask
     from chongming.errors import AdmissionStateError as AdmissionStateError
     from chongming.errors import BucketNotOwned as BucketNotOwned
     from chongming.errors import CheckpointMisuse as CheckpointMisuse
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from chongming.errors import DuplicateTask as DuplicateTask
     from chongming.errors import DuplicateTaskId as DuplicateTaskId
     from chongming.errors import ExecutorClosed as ExecutorClosed
+    from chongming.errors import IdempotencyConflict as IdempotencyConflict
     from chongming.errors import InvalidTransition as InvalidTransition
     from chongming.errors import NodeConflict as NodeConflict
     from chongming.errors import PayloadError as PayloadError
@@ -73,6 +75,8 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _WHERE: dict[str, str] = {
+    "QueuedTask": "chongming.controller.enqueue",
+    "IdempotencyConflict": "chongming.errors",
     "AdmissionStateError": "chongming.errors",
     "Backoff": "chongming.policies",
     "BlockingController": "chongming.blocking",

@@ -43,7 +43,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # writes), never a backend
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
-    | {"stores.base", "stores.nodes", "stores.writes"},
+    | {"stores.base", "stores.nodes", "stores.writes", "stores.queue"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
@@ -190,6 +190,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
     assert {rule for rule in ALLOWED["controller"] if rule.split(".")[0] == "stores"} == {
         "stores.base",
         "stores.nodes",
+        "stores.queue",
         "stores.writes",
     }
     assert not allows(ALLOWED["controller"], ["stores", "sqlite"])

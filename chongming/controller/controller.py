@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Collection, Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
@@ -27,6 +28,7 @@ from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
 from chongming.control.reconcile import ReconcileReport
+from chongming.controller.enqueue import EnqueueRequest, QueuedTask, build_enqueued
 from chongming.controller.host import ControllerHost
 from chongming.controller.statistics import ControllerStats
 from chongming.controller.support import (
@@ -371,6 +373,55 @@ class Controller:
             self._submitted_since_yield = 0
             await asyncio.sleep(0)
         return run
+
+    async def enqueue(
+        self,
+        name: str,
+        *args: Any,
+        task_id: str | None = None,
+        label: str | None = None,
+        bucket_key: str | None = None,
+        priority: int | None = None,
+        tags: Collection[str] | None = None,
+        not_before: datetime | None = None,
+        idempotency_key: str | None = None,
+        version: int | None = None,
+        **kwargs: Any,
+    ) -> QueuedTask:
+        """Persist a ``queued`` task for whichever node serves ``name`` (see docs/work-queue.md).
+
+        Needs a store; needs no registration (an unregistered name waits,
+        visibly, until a worker serves it; a registered one is checked against
+        its function now). This controller runs it only if it is itself a
+        worker (``work=True``) that claims it. The same ``idempotency_key``
+        with the same input returns the existing task (``created`` is False);
+        with other input it raises :class:`IdempotencyConflict`.
+        """
+        if self._phase != _Phase.OPEN:
+            await self._open()
+        plane = self._require_plane("enqueue")
+        bucket = None if bucket_key is None else self.buckets.bucket_for(bucket_key)
+        request = EnqueueRequest(
+            name=name,
+            args=args,
+            kwargs=kwargs,
+            task_id=task_id,
+            label=label,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            priority=priority,
+            tags=tags,
+            not_before=not_before,
+            idempotency_key=idempotency_key,
+            version=version,
+        )
+        snapshot, transition = build_enqueued(
+            request, self.registry, self.clock, self.max_payload_bytes
+        )
+        result = await plane.store.enqueue(snapshot, [transition])
+        return QueuedTask(
+            plane.store, result.snapshot, created=result.created, poll=self.poll_interval
+        )
 
     async def _admit_durably(self, run: TaskRun, plane: ControlPlane) -> None:
         """Queue ``run`` only once the store holds it; if it cannot, leave nothing behind.

@@ -33,7 +33,7 @@ from chongming.errors import (
     TaskNotFound,
     VersionConflict,
 )
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, json_form
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.base import Command, TaskStore, count_key
@@ -43,6 +43,7 @@ from chongming.stores.identity import IdentityCache
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.commands import CommandsAndNodes, channel_for
+from chongming.stores.postgres.connections import close_pool, discard, same_write
 from chongming.stores.postgres.driver import (
     is_connection_error,
     load_asyncpg,
@@ -218,7 +219,7 @@ class PostgresTaskStore(TaskStore):
             except BaseException:
                 if created:
                     pool, self._pool = self._pool, None
-                    await _close_pool(pool, self._close_timeout)
+                    await close_pool(pool, self._close_timeout)
                 raise
 
     async def close(self) -> None:
@@ -237,7 +238,7 @@ class PostgresTaskStore(TaskStore):
         finally:
             pool, self._pool = self._pool, None
             if pool is not None and self._owns_pool:
-                await _close_pool(pool, self._close_timeout)
+                await close_pool(pool, self._close_timeout)
 
     # -- snapshots -----------------------------------------------------------
 
@@ -255,7 +256,7 @@ class PostgresTaskStore(TaskStore):
             stored = await self.get(snapshot.task_id)
             if stored is None:
                 return None
-            ours = _same(stored, snapshot) and await self._has(transitions)
+            ours = same_write(stored, snapshot) and await self._has(transitions)
             return WriteResult(applied=ours, current=stored.status_version)
 
         return args, resolve
@@ -279,7 +280,7 @@ class PostgresTaskStore(TaskStore):
             stored = await self.get(snapshot.task_id)
             if stored is None:
                 return WriteResult(applied=False, current=None)
-            if _same(stored, snapshot) and await self._has(transitions):
+            if same_write(stored, snapshot) and await self._has(transitions):
                 return WriteResult(applied=True, current=expect_version)
             if stored.status_version == expect_version:
                 return None  # not committed: run it again
@@ -604,7 +605,7 @@ class PostgresTaskStore(TaskStore):
                 yield conn
             except Exception as error:
                 if is_connection_error(error):
-                    _discard(conn)
+                    discard(conn)
                 raise
 
     async def _with_retries(self, what: str, work: Callable[[Any], Awaitable[T]]) -> T:
@@ -775,47 +776,6 @@ class PostgresTaskStore(TaskStore):
             raise
         except Exception:
             conn.terminate()
-
-
-def _discard(conn: Any) -> None:
-    # A proxy whose connection already died was detached by the pool: nothing to do.
-    with contextlib.suppress(Exception):
-        if not conn.is_closed():
-            conn.terminate()
-
-
-def _same(stored: TaskSnapshot, ours: TaskSnapshot) -> bool:
-    """Is ``stored`` the write of ``ours``? (touch may have changed the hot fields since).
-
-    Compared in JSON form, as every store returns payloads: a tuple comes back
-    as a list and ``{1: "a"}`` as ``{"1": "a"}``, and that is still our write.
-    """
-    comparable = dataclasses.replace(
-        stored, progress=ours.progress, last_heartbeat_at=ours.last_heartbeat_at
-    )
-    return comparable == as_stored(ours)
-
-
-def as_stored(snapshot: TaskSnapshot) -> TaskSnapshot:
-    """``snapshot`` with its payloads in the JSON form a read returns."""
-    return dataclasses.replace(
-        snapshot,
-        result=json_form(snapshot.result, "result", None),
-        args=tuple(json_form(list(snapshot.args), "args", None)),
-        kwargs=json_form(dict(snapshot.kwargs), "kwargs", None),
-    )
-
-
-async def _close_pool(pool: Any, timeout: float) -> None:
-    """Graceful close, falling back to terminate when it fails or is cancelled."""
-    try:
-        await asyncio.wait_for(pool.close(), timeout)
-    except asyncio.CancelledError:
-        pool.terminate()
-        raise
-    except Exception as error:
-        log.warning("closing the PostgreSQL pool failed (%s); terminating", type(error).__name__)
-        pool.terminate()
 
 
 _WRITTEN = StateResult(outcome=WriteOutcome.WRITTEN)

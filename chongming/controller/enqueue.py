@@ -1,0 +1,179 @@
+"""Enqueue by name: a task persisted with its recipe for whichever node serves it.
+
+``submit`` runs a task here; ``enqueue`` only writes it down: a ``queued`` row
+holding the registered name, the version, the JSON arguments, the priority,
+the bucket and the earliest start, with its first transition
+(``pending -> queued``, ``orchestrator:enqueued``). A worker that owns the
+bucket and serves the name and version claims it and runs it through the
+ordinary state machine. The enqueuing process needs no registration and runs
+nothing; :class:`QueuedTask` follows the task through the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from chongming.clock import Clock, to_datetime
+from chongming.errors import ConfigurationError, PayloadError, TaskNotFound
+from chongming.run.defaults import new_task_id
+from chongming.run.lifecycle import check_tags
+from chongming.state.payload import check_label, check_task_id, json_form_arguments
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
+from chongming.stores.base import TaskStore
+from chongming.stores.queue import check_idempotency_key
+from chongming.task_api.registry import TaskRegistry, check_task_name
+
+__all__ = ["ENQUEUED", "QueuedTask", "build_enqueued"]
+
+#: The trigger of an enqueued task's first transition.
+ENQUEUED = "orchestrator:enqueued"
+_BOUND = 2**31
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueueRequest:
+    """Everything ``Controller.enqueue`` was given, before any check."""
+
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    task_id: str | None = None
+    label: str | None = None
+    bucket: int | None = None
+    bucket_key: str | None = None
+    priority: int | None = None
+    tags: Collection[str] | None = None
+    not_before: datetime | None = None
+    idempotency_key: str | None = None
+    version: int | None = None
+
+
+def build_enqueued(
+    request: EnqueueRequest,
+    registry: TaskRegistry,
+    clock: Clock,
+    limit: int | None,
+) -> tuple[TaskSnapshot, Transition]:
+    """The row and first transition of an enqueued task; every check happens here.
+
+    A name this process has registered is checked against its function
+    (arguments that do not fit are refused now) and lends its tags and
+    priority. A name it has not registered is accepted: the task waits,
+    visibly ``queued`` with no owner, until a worker that serves it starts.
+    """
+    name = check_task_name(request.name)
+    spec = registry.get(name) if name in registry else None
+    if spec is not None:
+        spec.bind_check(request.args, request.kwargs)
+    args, kwargs = json_form_arguments(request.args, request.kwargs, limit)
+    task_id = new_task_id() if request.task_id is None else check_task_id(request.task_id)
+    label = name if request.label is None else check_label(request.label)
+    priority = request.priority if request.priority is not None else (spec.priority if spec else 0)
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or abs(priority) >= _BOUND
+    ):
+        raise ConfigurationError(f"priority must be an int below 2**31 in size, got {priority!r}")
+    tags = frozenset(spec.tags if spec else ()) | (
+        check_tags(request.tags) if request.tags is not None else frozenset()
+    )
+    version = request.version
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**31
+    ):
+        raise ConfigurationError(f"version must be an int from 0 to 2**31 - 1, got {version!r}")
+    not_before = request.not_before
+    if not_before is not None:
+        if not isinstance(not_before, datetime):
+            raise ConfigurationError(
+                f"not_before must be an aware datetime, got {type(not_before).__name__}"
+            )
+        if not_before.tzinfo is None or not_before.utcoffset() is None:
+            raise ConfigurationError(
+                "not_before must be an aware datetime (a naive one names no instant)"
+            )
+    key = request.idempotency_key
+    if key is not None:
+        try:
+            check_idempotency_key(key)
+        except PayloadError as error:
+            raise ConfigurationError(f"idempotency_key {error.reason}") from None
+    now = to_datetime(clock.time())
+    transition = Transition(
+        task_id=task_id,
+        version=1,
+        from_status=TaskStatus.PENDING,
+        to_status=TaskStatus.QUEUED,
+        at=now,
+        trigger=ENQUEUED,
+        actor="system",
+    )
+    snapshot = TaskSnapshot(
+        task_id=task_id,
+        name=name,
+        label=label,
+        status=TaskStatus.QUEUED,
+        status_version=1,
+        attempt=0,
+        max_attempts=spec.retry.max_attempts if spec and spec.retry else 1,
+        created_at=now,
+        updated_at=now,
+        bucket=request.bucket,
+        bucket_key=request.bucket_key,
+        tags=tags,
+        priority=priority,
+        owner=None,
+        queued_at=now,
+        args=args,
+        kwargs=kwargs,
+        version=version,
+        not_before=not_before,
+        idempotency_key=key,
+    )
+    return snapshot, transition
+
+
+class QueuedTask:
+    """A task enqueued through the store: follow it from any process."""
+
+    __slots__ = ("_poll", "_store", "created", "snapshot", "task_id")
+
+    def __init__(
+        self, store: TaskStore, snapshot: TaskSnapshot, *, created: bool, poll: float
+    ) -> None:
+        self._store = store
+        self._poll = poll
+        self.task_id = snapshot.task_id
+        #: False when an idempotency key answered with a task enqueued earlier.
+        self.created = created
+        #: The task as the store held it when ``enqueue`` returned.
+        self.snapshot = snapshot
+
+    async def get(self) -> TaskSnapshot:
+        """The task as the store holds it now."""
+        found = await self._store.get(self.task_id)
+        if found is None:
+            raise TaskNotFound(self.task_id)
+        return found
+
+    async def wait(self, timeout: float | None = None) -> TaskSnapshot:
+        """Poll the store until the task ended; its final snapshot.
+
+        ``timeout`` (seconds) raises :class:`TimeoutError` and leaves the task
+        alone. The store is read every ``poll_interval`` of the controller.
+        """
+        async with asyncio.timeout(timeout):
+            while True:
+                snapshot = await self.get()
+                if snapshot.is_terminal:
+                    return snapshot
+                await asyncio.sleep(self._poll)
+
+    def __repr__(self) -> str:
+        return f"<QueuedTask {self.task_id!r} created={self.created}>"

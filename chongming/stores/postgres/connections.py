@@ -1,0 +1,62 @@
+"""Connection housekeeping and write comparison for the PostgreSQL store.
+
+Small functions the store's plumbing uses: dropping a connection that failed,
+closing a pool without hanging, and telling whether a stored row is our own
+write (after a connection error left its outcome unknown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from typing import Any
+
+from chongming.state.payload import json_form
+from chongming.state.records import TaskSnapshot
+
+__all__ = ["as_stored", "close_pool", "discard", "same_write"]
+
+log = logging.getLogger("chongming.stores.postgres")
+
+
+def discard(conn: Any) -> None:
+    # A proxy whose connection already died was detached by the pool: nothing to do.
+    with contextlib.suppress(Exception):
+        if not conn.is_closed():
+            conn.terminate()
+
+
+def same_write(stored: TaskSnapshot, ours: TaskSnapshot) -> bool:
+    """Is ``stored`` the write of ``ours``? (touch may have changed the hot fields since).
+
+    Compared in JSON form, as every store returns payloads: a tuple comes back
+    as a list and ``{1: "a"}`` as ``{"1": "a"}``, and that is still our write.
+    """
+    comparable = dataclasses.replace(
+        stored, progress=ours.progress, last_heartbeat_at=ours.last_heartbeat_at
+    )
+    return comparable == as_stored(ours)
+
+
+def as_stored(snapshot: TaskSnapshot) -> TaskSnapshot:
+    """``snapshot`` with its payloads in the JSON form a read returns."""
+    return dataclasses.replace(
+        snapshot,
+        result=json_form(snapshot.result, "result", None),
+        args=tuple(json_form(list(snapshot.args), "args", None)),
+        kwargs=json_form(dict(snapshot.kwargs), "kwargs", None),
+    )
+
+
+async def close_pool(pool: Any, timeout: float) -> None:
+    """Graceful close, falling back to terminate when it fails or is cancelled."""
+    try:
+        await asyncio.wait_for(pool.close(), timeout)
+    except asyncio.CancelledError:
+        pool.terminate()
+        raise
+    except Exception as error:
+        log.warning("closing the PostgreSQL pool failed (%s); terminating", type(error).__name__)
+        pool.terminate()
