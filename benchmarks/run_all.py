@@ -17,6 +17,7 @@ BENCHMARKS = [
     ["bench_control.py"],
     ["bench_cli.py"],
     ["bench_pipeline.py"],
+    ["bench_process.py", "--n", "2000", "--stops", "200"],
 ]
 
 

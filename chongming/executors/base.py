@@ -19,10 +19,11 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from chongming.state.records import Failure
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind
 
-__all__ = ["Executor", "StopSemantics", "ThreadBaseException"]
+__all__ = ["CarrierFailure", "Executor", "StopSemantics", "ThreadBaseException"]
 
 
 class StopSemantics(enum.Enum):
@@ -41,6 +42,21 @@ class ThreadBaseException(Exception):
     def __init__(self, original: BaseException) -> None:
         self.original_type = type(original).__name__
         super().__init__(f"{self.original_type}: {original}")
+
+
+class CarrierFailure(Exception):
+    """The carrier knows how the attempt failed and says it as a :class:`Failure`.
+
+    A child process that crashed, a result it could not send, an exception
+    the parent can only know by name: the runtime records ``failure`` as it
+    is. ``error`` is what retry policies judge (the task's exception rebuilt
+    in this process when its class is known here, else this exception).
+    """
+
+    def __init__(self, failure: Failure, error: BaseException | None = None) -> None:
+        self.failure = failure
+        self.error = error
+        super().__init__(failure.message)
 
 
 class Executor(abc.ABC):

@@ -202,7 +202,9 @@ class Attempt:
             )
             return
         if returned:
-            verdict = judge_return(value, self.force)
+            # A killable carrier that returned was never interrupted: its result stands.
+            killable = self.stop_semantics is StopSemantics.KILL
+            verdict = judge_return(value, None if killable else self.force)
         else:
             verdict = judge(
                 returned=False,
@@ -212,6 +214,7 @@ class Attempt:
                 force=self.force,
                 stop_requested=self.signals.stop_requested,
                 stop_semantics=self.stop_semantics,
+                carrier_end=self.signals.carrier_end,
             )
         if verdict.kind is _SUCCEEDED:
             verdict = _check_result(verdict, self.context, self.plan.max_payload_bytes)

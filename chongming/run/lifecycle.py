@@ -451,7 +451,10 @@ class RunLifecycle:
         elif kind is _V_STOPPED:
             if status is not STOPPING:
                 self._move(STOPPING, Trigger.SHUTDOWN, reason="the host is closing")
-            self._move(STOPPED, Trigger.STOP_CONFIRMED, reason=self._stop_reason)
+            reason = self._stop_reason
+            if verdict.note is not None:  # how a killed carrier ended
+                reason = verdict.note if reason is None else f"{reason}; {verdict.note}"
+            self._move(STOPPED, Trigger.STOP_CONFIRMED, reason=reason)
         elif kind is _V_LOST:
             self._failure = verdict.failure
             trigger = Trigger.STOP_ABANDONED if status is STOPPING else Trigger.TIMEOUT_ABANDONED

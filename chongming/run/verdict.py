@@ -12,7 +12,7 @@ import enum
 from typing import NamedTuple
 
 from chongming.errors import CheckpointMisuse, TaskCancelled
-from chongming.executors.base import StopSemantics, ThreadBaseException
+from chongming.executors.base import CarrierFailure, StopSemantics, ThreadBaseException
 from chongming.state.records import Failure, FailureKind, JsonValue
 
 __all__ = [
@@ -56,6 +56,7 @@ class Verdict(NamedTuple):
     value: JsonValue = None
     failure: Failure | None = None
     error: BaseException | None = None
+    note: str | None = None  # how a killed carrier ended, for the history's reason
 
 
 _SUCCEEDED = VerdictKind.SUCCEEDED
@@ -71,12 +72,16 @@ def judge(
     force: Force | None,
     stop_requested: bool,
     stop_semantics: StopSemantics | None,
+    carrier_end: str | None = None,
 ) -> Verdict:
     """Decide what happened to one attempt.
 
     ``stop_semantics`` is ``None`` for coroutines (cancellable at an await).
     ``launched`` says whether the function ever began on its carrier: one
-    that never began cannot be lost.
+    that never began cannot be lost. ``carrier_end`` is how a ``KILL``
+    executor ended its carrier when cancelled: ``"terminated"`` (it exited
+    on SIGTERM) or ``"killed"`` (it outlived SIGTERM), ``None`` if it did
+    not have to.
     """
     if cancelled:
         # The carrier was interrupted by us; whether it really ended depends on it.
@@ -89,11 +94,24 @@ def judge(
                 reason = f"timed out ({_kind_text(force)}) and " + reason
             return Verdict(kind=VerdictKind.LOST, failure=_lost(reason))
         if force is not None and force.kind is ForceKind.TIMEOUT:
-            return Verdict(kind=VerdictKind.FAILED, failure=_timeout(force))
-        return Verdict(kind=VerdictKind.STOPPED)
+            suffix = "" if carrier_end is None else f"; the process was {_ended(carrier_end)}"
+            return Verdict(kind=VerdictKind.FAILED, failure=_timeout(force, suffix))
+        if carrier_end is None:
+            return Verdict(kind=VerdictKind.STOPPED)
+        after_grace = force is not None and force.kind is ForceKind.STOP
+        return Verdict(kind=VerdictKind.STOPPED, note=_ended(carrier_end, after_grace))
     if returned:
         return judge_return(value, force)
     assert error is not None
+    if isinstance(error, CarrierFailure):
+        failure = dataclasses.replace(
+            error.failure,
+            message=storable_text(error.failure.message),
+            exception_type=None
+            if error.failure.exception_type is None
+            else storable_text(error.failure.exception_type),
+        )
+        return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error.error or error)
     if isinstance(error, TaskCancelled) and stop_requested:
         if force is not None and force.kind is ForceKind.TIMEOUT:
             return Verdict(kind=VerdictKind.FAILED, failure=_timeout(force))
@@ -134,6 +152,14 @@ def _timeout(force: Force, suffix: str = "") -> Failure:
         message=f"attempt timed out ({_kind_text(force)}){suffix}",
         retryable=True,
     )
+
+
+def _ended(carrier_end: str, after_grace: bool = False) -> str:
+    """``terminated after grace``, ``killed (it outlived SIGTERM)``, ..."""
+    when = " after grace" if after_grace else ""
+    if carrier_end == "killed":
+        return f"killed{when} (it outlived SIGTERM)"
+    return f"{carrier_end}{when}"
 
 
 def _lost(reason: str) -> Failure:

@@ -168,6 +168,16 @@ class TaskContext:
         self._signals.beat()
         return self._signals.enter(from_thread=True)
 
+    @property
+    def carrier_signals(self) -> AttemptSignals:
+        """For executors whose carrier is another process: the control block to relay.
+
+        Such an executor forwards the stop and pause requests it is told of
+        (:meth:`AttemptSignals.relay_requests`) and brings the child's
+        heartbeats and pause receipts back; task code never needs it.
+        """
+        return self._signals
+
     def misuse_error(self) -> CheckpointMisuse:
         return CheckpointMisuse(
             f"task {self.task_id!r} is an async def task: ctx.checkpoint() returned an "
@@ -230,6 +240,11 @@ class TaskContext:
         return self.upstream.get(node_id, default)
 
     # -- artifacts -------------------------------------------------------------
+
+    @property
+    def artifact_root(self) -> Path:
+        """The directory under which every attempt of every task gets its ``artifact_dir``."""
+        return self._artifact_root
 
     @property
     def artifact_dir(self) -> Path:

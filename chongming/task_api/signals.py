@@ -44,10 +44,12 @@ class AttemptSignals:
         "_loop",
         "_on_launch",
         "_on_pause_reached",
+        "_relay",
         "_thread_gate",
         "_time",
         "abandoned",
         "carrier",
+        "carrier_end",
         "heartbeat",
         "launched",
         "loop_thread",
@@ -79,12 +81,16 @@ class AttemptSignals:
         # attribute, so a thread always gets a matching generation and gate.
         self._thread_gate: tuple[int, threading.Event] | None = None
         self._async_gate: tuple[int, asyncio.Event] | None = None
+        # A carrier outside this process (a child) is told of every request.
+        self._relay: Callable[[], None] = _nothing
+        self.carrier_end: str | None = None  # "terminated" or "killed" by its executor
 
     # -- runtime side (event-loop thread) --------------------------------------
 
     def request_stop(self) -> None:
         self.stop_requested = True
         self._open_gate()
+        self._relay()
 
     def request_pause(self) -> int:
         """Close the gate for a new pause; returns its generation."""
@@ -95,12 +101,14 @@ class AttemptSignals:
         elif self.carrier is CarrierKind.COROUTINE:
             self._async_gate = (generation, asyncio.Event())
         self.pause_requested = True
+        self._relay()
         return generation
 
     def withdraw_pause(self) -> None:
         """Resume, or roll back a pause that was not reached."""
         self.pause_requested = False
         self._open_gate()
+        self._relay()
 
     def _open_gate(self) -> None:
         if self._thread_gate is not None:
@@ -112,6 +120,27 @@ class AttemptSignals:
         """The attempt ended: drop its callbacks (and the reference cycle they make)."""
         self._on_launch = _nothing
         self._on_pause_reached = _ignore_generation
+        self._relay = _nothing
+
+    # -- carriers in another process (on the event-loop thread) ---------------
+
+    def relay_requests(self, relay: Callable[[], None] | None) -> None:
+        """Call ``relay()`` after every stop, pause or resume request (``None``: stop).
+
+        A carrier that runs the function in a child process reads the flags
+        in ``relay`` and sends them on; the callback must not raise.
+        """
+        self._relay = relay or _nothing
+
+    def beat_aged(self, age: float) -> None:
+        """A heartbeat relayed from elsewhere: the checkpoint was ``age`` seconds ago."""
+        heartbeat = self._time() - max(0.0, age)
+        if heartbeat > self.heartbeat:
+            self.heartbeat = heartbeat
+
+    def report_pause_reached(self, generation: int) -> None:
+        """A relayed pause receipt: the function parked for pause ``generation``."""
+        self._on_pause_reached(generation)
 
     def abandon(self) -> bool:
         """The runtime gives up on a carrier. True if the function ever started.

@@ -1,0 +1,361 @@
+"""One worker process as the parent sees it: its pipe, its exit, and how it is ended.
+
+Nothing here blocks the event loop. The socket is non-blocking and watched
+with ``loop.add_reader``; so is the process's sentinel, a descriptor that
+becomes readable when the process exits. The calls into ``multiprocessing``
+that may block or race run in a thread (see :mod:`.process_calls`).
+
+Ending a worker is the hard stop: ``SIGTERM`` to its process group, up to
+``grace`` seconds for the worker to exit, then ``SIGKILL`` to the group,
+whatever of it is left, so a descendant that ignores ``SIGTERM`` does not
+outlive its worker. The group is the worker's own session (``os.setsid`` in
+the child); a descendant that starts a session of its own has left it and is
+out of reach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from multiprocessing.context import BaseContext
+from typing import Any
+
+from chongming.executors.process_calls import (
+    PROCESS_CALLS,
+    finish_despite_cancellation,
+    forget_worker,
+    reap_process,
+    remember_worker,
+    settle,
+    signal_group,
+    start_process,
+)
+from chongming.executors.process_protocol import (
+    FrameReader,
+    ProtocolError,
+    describe_exit,
+    encode,
+)
+from chongming.executors.process_worker import worker_main
+
+__all__ = ["WorkerHandle", "WorkerStartFailed", "WorkerState"]
+
+_log = logging.getLogger("chongming.executors.process")
+
+#: Seconds a worker may take from start to "ready" (an interpreter and its imports).
+START_WAIT = 60.0
+#: After SIGKILL a process ends at once; this only bounds one stuck in the kernel.
+KILL_WAIT = 5.0
+#: A worker that closed its pipe but did not exit is killed after this long.
+SILENT_EXIT_WAIT = 1.0
+_READ_SIZE = 1 << 18
+
+
+class WorkerState(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"  # idle, or running a job
+    RETIRED = "retired"  # being ended; takes no more jobs
+    EXITED = "exited"
+
+
+class WorkerStartFailed(Exception):
+    """A worker process could not be started, or exited before it was ready."""
+
+
+class WorkerHandle:
+    """A worker process: start it, send to it, hear from it, end it.
+
+    ``on_message(worker, message)`` receives every message but ``ready``;
+    ``on_exit(worker)`` is called once, after the process exited and was
+    reaped. The worker's last messages are read before that, so a result it
+    sent just before it died is not lost.
+    """
+
+    def __init__(
+        self,
+        context: BaseContext,
+        on_message: Callable[[WorkerHandle, list[Any]], None],
+        on_exit: Callable[[WorkerHandle], None],
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._on_message = on_message
+        self._on_exit = on_exit
+        self._sock, self._child_sock = socket.socketpair()
+        self.process = context.Process(  # type: ignore[attr-defined]
+            target=worker_main, args=(self._child_sock,), name="chongming-worker", daemon=False
+        )
+        self.state = WorkerState.STARTING
+        self.pid: int | None = None
+        self.exitcode: int | None = None
+        self.last_words: str | None = None  # what the worker said before it exited
+        self.ended_by: str | None = None  # why the parent ended it, if it did
+        self.served = False  # it became ready (it did not die while starting)
+        self.job: object = None  # what the executor runs on it now
+        self._reader = FrameReader()
+        self._outgoing = bytearray()
+        self._reading = False
+        self._writing = False
+        self._ready: asyncio.Future[None] = self._loop.create_future()
+        self.exited: asyncio.Future[None] = self._loop.create_future()
+        self._silence_timer: asyncio.TimerHandle | None = None
+
+    def __repr__(self) -> str:
+        return f"<worker pid={self.pid} {self.state.value}>"
+
+    @property
+    def usable(self) -> bool:
+        return self.state is WorkerState.READY
+
+    # -- start -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the process and wait until it says it is ready.
+
+        Raises :class:`WorkerStartFailed`. Cancellation: the start (in a
+        thread) is waited for, a started process is ended, and the
+        cancellation is re-raised: nothing is left behind.
+        """
+        started = self._loop.run_in_executor(None, start_process, self.process)
+        try:
+            await asyncio.shield(started)
+        except asyncio.CancelledError:
+            await settle(started)
+            if started.cancelled() or started.exception() is not None:
+                self._abandon()
+            else:
+                self._watch()
+                await settle(asyncio.ensure_future(self.end(0.0)))
+            raise
+        except Exception as error:
+            self._abandon()
+            raise WorkerStartFailed(f"the worker process could not be started: {error}") from error
+        finally:
+            if started.done():
+                self._child_sock.close()  # the child holds its own copy now
+        self._watch()
+        try:
+            await asyncio.wait([self._ready], timeout=START_WAIT)
+        except asyncio.CancelledError:
+            await settle(asyncio.ensure_future(self.end(0.0)))
+            raise
+        if not self._ready.done():
+            await finish_despite_cancellation(self.end(0.0))
+            raise WorkerStartFailed(f"the worker process was not ready within {START_WAIT:g} s")
+        failed = self._ready.exception()
+        if failed is not None:
+            raise failed
+
+    def _watch(self) -> None:
+        self.pid = pid = self.process.pid
+        remember_worker(pid)
+        self._sock.setblocking(False)
+        self._loop.add_reader(self._sock.fileno(), self._readable)
+        self._reading = True
+        self._loop.add_reader(self.process.sentinel, self._sentinel_readable)
+
+    def _abandon(self) -> None:
+        """The process never started: release what was made for it."""
+        self.state = WorkerState.EXITED
+        self._sock.close()
+        self._child_sock.close()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    # -- messages ----------------------------------------------------------------
+
+    def send(self, message: list[Any]) -> None:
+        """Queue ``message`` for the worker; never blocks, never raises."""
+        try:
+            frame = encode(message)
+        except (TypeError, ValueError):
+            _log.exception("a message for worker %s is not JSON", self.pid)
+            return
+        self.send_frame(frame)
+
+    def send_frame(self, frame: bytes) -> None:
+        """Queue an encoded message; what the socket does not take now is sent when it can."""
+        if self.state is WorkerState.EXITED or self.pid is None:
+            return
+        if self._outgoing:
+            self._outgoing += frame
+            return
+        try:
+            sent = self._sock.send(frame)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return  # the worker is gone; its exit is on its way
+        if sent < len(frame):
+            self._outgoing += frame[sent:]
+            self._loop.add_writer(self._sock.fileno(), self._writable)
+            self._writing = True
+
+    def _writable(self) -> None:
+        try:
+            sent = self._sock.send(self._outgoing)
+        except BlockingIOError:
+            return
+        except OSError:
+            sent = len(self._outgoing)
+        del self._outgoing[:sent]
+        if not self._outgoing:
+            self._stop_writing()
+
+    def _readable(self) -> None:
+        try:
+            data = self._sock.recv(_READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._pipe_closed()
+            return
+        self._deliver(data)
+
+    def _deliver(self, data: bytes) -> None:
+        try:
+            messages = self._reader.feed(data)
+        except (ProtocolError, RecursionError) as error:
+            _log.error("worker %s sent a broken stream (%s); killing it", self.pid, error)
+            self.ended_by = "it sent a broken message stream and was killed"
+            self._pipe_closed()
+            self.signal_group(signal.SIGKILL)
+            return
+        for message in messages:
+            kind = message[0]
+            if kind == "ready":
+                self.served = True
+                if self.state is WorkerState.STARTING:
+                    self.state = WorkerState.READY
+                if not self._ready.done():
+                    self._ready.set_result(None)
+                continue
+            if kind == "exiting" and len(message) == 3:
+                self.last_words = str(message[2])
+            try:
+                self._on_message(self, message)
+            except Exception:
+                _log.exception("handling a %r message of worker %s failed", kind, self.pid)
+
+    def _pipe_closed(self) -> None:
+        """No more messages. A worker that closed its pipe but lives on is killed soon."""
+        self._stop_reading()
+        if self.state is not WorkerState.EXITED and self._silence_timer is None:
+            self._silence_timer = self._loop.call_later(SILENT_EXIT_WAIT, self._silent)
+
+    def _silent(self) -> None:
+        self._silence_timer = None
+        if not self.exited.done():
+            self.ended_by = self.ended_by or "it closed its pipe to the parent and was killed"
+            self.signal_group(signal.SIGKILL)
+
+    # -- exit --------------------------------------------------------------------
+
+    def _sentinel_readable(self) -> None:
+        self._loop.remove_reader(self.process.sentinel)
+        while self._reading:  # what it sent before it exited is still in the socket
+            try:
+                data = self._sock.recv(_READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError:
+                data = b""
+            if not data:
+                break
+            self._deliver(data)
+        self._stop_reading()
+        reaped = self._loop.run_in_executor(None, reap_process, self.process)
+        reaped.add_done_callback(self._reaped)
+
+    def _reaped(self, reaped: asyncio.Future[int | None]) -> None:
+        self.exitcode = None if reaped.cancelled() or reaped.exception() else reaped.result()
+        if self._silence_timer is not None:
+            self._silence_timer.cancel()
+            self._silence_timer = None
+        self._stop_writing()
+        self._sock.close()
+        if self.pid is not None:
+            forget_worker(self.pid)
+        self.state = WorkerState.EXITED
+        if not self._ready.done():
+            text = f"the worker process (pid {self.pid}) {describe_exit(self.exitcode)}"
+            if self.last_words:
+                text += f" ({self.last_words})"
+            self._ready.set_exception(WorkerStartFailed(text + " before it was ready"))
+            self._ready.exception()  # retrieved: start() reads it again, or nobody waits
+        self.exited.set_result(None)
+        try:
+            self._on_exit(self)
+        except Exception:
+            _log.exception("handling the exit of worker %s failed", self.pid)
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            self._loop.remove_reader(self._sock.fileno())
+
+    def _stop_writing(self) -> None:
+        if self._writing:
+            self._writing = False
+            self._loop.remove_writer(self._sock.fileno())
+        self._outgoing.clear()
+
+    # -- ending ------------------------------------------------------------------
+
+    def signal_group(self, number: int) -> None:
+        """Send ``number`` to the worker's process group (or to the worker, before its setsid)."""
+        signal_group(self.pid, number, alive=not self.exited.done())
+
+    async def end(self, grace: float, why: str = "the executor ended it") -> str:
+        """The hard stop: ``"terminated"`` (exited on SIGTERM within ``grace``) or ``"killed"``.
+
+        Returns once the worker exited and was reaped, and its process group
+        was sent SIGKILL. Bounded: ``grace`` plus at most :data:`KILL_WAIT`.
+        Cancellation: run it under :func:`finish_despite_cancellation`; the
+        sequence must reach its end.
+        """
+        if self.pid is None:
+            return "terminated"  # not started yet: its start ends it (see start())
+        if self.state is not WorkerState.EXITED:
+            self.state = WorkerState.RETIRED
+            self.ended_by = self.ended_by or why
+        how = "terminated"
+        if not self.exited.done():
+            self.signal_group(signal.SIGTERM)
+            if grace > 0:
+                await asyncio.wait([self.exited], timeout=grace)
+            if not self.exited.done():
+                how = "killed"
+        self.signal_group(signal.SIGKILL)  # whatever of the group is left goes now
+        if not self.exited.done():
+            await asyncio.wait([self.exited], timeout=KILL_WAIT)
+            if not self.exited.done():
+                _log.error("worker %s did not exit %.0f s after SIGKILL", self.pid, KILL_WAIT)
+        return how
+
+    async def close(self, timeout: float) -> None:
+        """Ask an idle worker to exit; end it the hard way after ``timeout``."""
+        if self.state is WorkerState.EXITED or self.pid is None:
+            return
+        self.state = WorkerState.RETIRED
+        self.send(["close"])
+        await asyncio.wait([self.exited], timeout=timeout)
+        await self.end(0.0, "its executor was closed")  # and anything it left in its group
+
+    def discard(self) -> None:
+        """Its event loop is closed: kill the group and release everything without it."""
+        self.state = WorkerState.EXITED
+        self.signal_group(signal.SIGKILL)
+        self._sock.close()
+        self._child_sock.close()
+        if self.pid is not None:
+            forget_worker(self.pid)
+            with PROCESS_CALLS:
+                self.process.join(KILL_WAIT)  # SIGKILLed: this returns at once
+                if self.process.exitcode is not None:
+                    self.process.close()
