@@ -161,6 +161,17 @@ class WriteThrough:
         if wake is not None and not wake.is_set():
             wake.set()
 
+    def adopt(self, run: Any, version: int) -> None:
+        """``run`` is a task the store already holds at ``version`` (claimed from the queue).
+
+        Its next write is a compare-and-set from ``version``, never a create.
+        """
+        entry = self._entries.get(run.task_id)
+        if entry is None:
+            entry = self._entries[run.task_id] = _Entry(run)
+        entry.created = True
+        entry.stored = version
+
     # -- waiting for durability ----------------------------------------------------
 
     async def created(self, run: Any) -> None:

@@ -39,6 +39,7 @@ from chongming.controller.support import (
     wait_runs,
 )
 from chongming.controller.support import owned_buckets as check_owned
+from chongming.controller.worker import Worker
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -119,6 +120,7 @@ class Controller:
         lease_ttl: float = 30.0,
         poll_interval: float = 1.0,
         reconcile_interval: float | None = None,
+        work: bool = False,
     ) -> None:
         self.limits = AdmissionLimits(
             max_parallel=max_parallel,
@@ -176,6 +178,20 @@ class Controller:
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
         self._submitted_since_yield = 0
+        self._worker: Worker | None = None
+        if work:
+            if self._plane is None:
+                raise ConfigurationError("work=True needs a store: Controller(store=...)")
+            self._worker = Worker(
+                self._plane,
+                self._host,
+                self.registry,
+                owner=self.owner,
+                max_parallel=self.limits.max_parallel,
+                owned_buckets=self.owned_buckets,
+                make_run=self._claimed_run,
+                poll_interval=self.poll_interval,
+            )
         self._pipelines = LivePipelines()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -188,6 +204,8 @@ class Controller:
             return
         if self._plane is not None:
             await self._plane.start()
+        if self._worker is not None:
+            await self._worker.start()
         self._phase = _Phase.OPEN
 
     @property
@@ -248,6 +266,8 @@ class Controller:
 
     async def _shutdown(self, grace: float, close_store: bool) -> None:
         reason = "the controller is closing"
+        if self._worker is not None:
+            await self._worker.aclose()  # claim nothing more
         self._pipelines.shutdown(reason)  # nodes not started: cancelled, not stopped
         for run in self._host.runs():
             if run.status in (_S.QUEUED, _S.PENDING, _S.BLOCKED, _S.RETRY_WAIT):
@@ -419,8 +439,32 @@ class Controller:
             request, self.registry, self.clock, self.max_payload_bytes
         )
         result = await plane.store.enqueue(snapshot, [transition])
+        if self._worker is not None:
+            self._worker.wake()
         return QueuedTask(
             plane.store, result.snapshot, created=result.created, poll=self.poll_interval
+        )
+
+    def _claimed_run(self, spec: TaskSpec, stored: TaskSnapshot) -> TaskRun:
+        """A local run for a task claimed from the queue (the worker adopts it)."""
+        return TaskRun(
+            spec,
+            stored.args,
+            stored.kwargs,
+            task_id=stored.task_id,
+            name=stored.name,
+            label=stored.label,
+            executor=spec.executor,
+            tags=stored.tags,
+            priority=stored.priority,
+            bucket=stored.bucket,
+            bucket_key=stored.bucket_key,
+            owner=self.owner,
+            windows=self.windows,
+            clock=self.clock,
+            artifact_root=self.artifact_root,
+            host=self._host,
+            max_payload_bytes=self.max_payload_bytes,
         )
 
     async def _admit_durably(self, run: TaskRun, plane: ControlPlane) -> None:

@@ -74,11 +74,7 @@ def build_enqueued(
     task_id = new_task_id() if request.task_id is None else check_task_id(request.task_id)
     label = name if request.label is None else check_label(request.label)
     priority = request.priority if request.priority is not None else (spec.priority if spec else 0)
-    if (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or abs(priority) >= _BOUND
-    ):
+    if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) >= _BOUND:
         raise ConfigurationError(f"priority must be an int below 2**31 in size, got {priority!r}")
     tags = frozenset(spec.tags if spec else ()) | (
         check_tags(request.tags) if request.tags is not None else frozenset()

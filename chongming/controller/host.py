@@ -46,6 +46,7 @@ class ControllerHost:
         "_tasks",
         "_threads",
         "keep_finished",
+        "on_finished",
     )
 
     def __init__(
@@ -71,6 +72,8 @@ class ControllerHost:
         )
         self.keep_finished = keep_finished
         self._plane: ControlPlane | None = None
+        #: Called when a run ends (a worker claims again: a slot is free).
+        self.on_finished: Callable[[], None] | None = None
 
     def attach(self, plane: ControlPlane) -> None:
         """Write every transition through ``plane`` from now on."""
@@ -182,6 +185,8 @@ class ControllerHost:
                 queue.release(run)
 
     def _retire(self, run: HostedRun) -> None:
+        if self.on_finished is not None:
+            self.on_finished()
         finished = self._finished
         finished.append(run.task_id)
         while len(finished) > self.keep_finished:

@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ from chongming.state.payload import (
     check_task_id,
     json_form_arguments,
 )
-from chongming.state.records import Failure, FailureKind, JsonValue, Progress
+from chongming.state.records import Failure, FailureKind, JsonValue, Progress, TaskSnapshot
 from chongming.state.records import Transition as TransitionRecord
 from chongming.state.status import TaskStatus
 from chongming.state.table import TRANSITIONS
@@ -103,6 +103,7 @@ class RunLifecycle:
         "_started_mono",
         "_stop_reason",
         "_time",
+        "adopted",
         "bucket",
         "bucket_key",
         "host",
@@ -198,6 +199,8 @@ class RunLifecycle:
         # The system clock read without its wrapper: one call less per transition.
         self._time = time.time if clock is None or clock is SYSTEM_CLOCK else clock.time
         self._record = RunRecord(self.task_id, self._time())
+        #: The stored snapshot of a task claimed from the queue (None: made here).
+        self.adopted: TaskSnapshot | None = None
         self._started_mono: float | None = None
         self._finished_mono: float | None = None
         self._progress: Progress | None = None
@@ -321,6 +324,17 @@ class RunLifecycle:
     def mark_queued(self) -> None:
         """``pending -> queued`` without admission yet (the host first makes it durable)."""
         self._move(QUEUED, Trigger.DEPENDENCIES_RESOLVED)
+        self._arm_start_timer()
+
+    def adopt(self, stored: TaskSnapshot, history: Sequence[TransitionRecord]) -> None:
+        """Take over a queued task the store holds (claimed from the queue), at its version.
+
+        The run continues the stored trajectory: its next transition is the
+        stored version plus one, and its snapshot keeps the stored recipe
+        fields (version, earliest start, idempotency key).
+        """
+        self._record.restore(stored, history)
+        self.adopted = stored
         self._arm_start_timer()
 
     def enter_admission(self) -> None:

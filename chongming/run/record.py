@@ -13,13 +13,14 @@ seconds; frozen ``Transition`` records and datetimes are built when read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from chongming.clock import to_datetime
 from chongming.errors import InvalidTransition
 from chongming.run.history import STATUS_VALUE, Step, extend_records
 from chongming.run.statuses import PENDING, QUEUED, RUNNING, STARTING
-from chongming.state.records import Transition
+from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.table import TRANSITIONS
 
@@ -58,6 +59,41 @@ class RunRecord:
         self.queued: float | None = None
         self.started: float | None = None
         self.finished: float | None = None
+
+    def restore(self, snapshot: TaskSnapshot, history: Sequence[Transition]) -> None:
+        """Take over a task the store already holds (a claimed, enqueued task).
+
+        ``history`` is the stored one, complete from version 1, so a write of
+        the next version follows it exactly; it must end at the snapshot's
+        version, or the claim raced a writer and the task is not ours to run.
+        """
+        if [t.version for t in history] != list(range(1, snapshot.status_version + 1)):
+            raise ValueError(
+                f"the stored history of {snapshot.task_id!r} does not lead to version "
+                f"{snapshot.status_version}"
+            )
+        self.status = snapshot.status
+        self.version = snapshot.status_version
+        self.attempt = snapshot.attempt
+        self.history = tuple(
+            (
+                t.version,
+                STATUS_VALUE[t.from_status],
+                STATUS_VALUE[t.to_status],
+                t.at.timestamp(),
+                t.trigger,
+                t.actor,
+                t.reason,
+                t.attempt,
+            )
+            for t in history
+        )
+        self._records = None
+        self.created = snapshot.created_at.timestamp()
+        self.updated = snapshot.updated_at.timestamp()
+        self.queued = None if snapshot.queued_at is None else snapshot.queued_at.timestamp()
+        self.started = None if snapshot.started_at is None else snapshot.started_at.timestamp()
+        self.finished = None
 
     @property
     def is_terminal(self) -> bool:

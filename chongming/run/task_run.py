@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 from chongming.clock import to_datetime
 from chongming.errors import ConfigurationError
@@ -75,6 +76,7 @@ class TaskRun(RunLifecycle):
             result=self._result,
             args=self._inputs.args,
             kwargs=self._inputs.kwargs,
+            **(_recipe_of(self.adopted) if self.adopted is not None else {}),
         )
 
     def _build_outcome(self) -> Outcome:
@@ -242,3 +244,12 @@ class TaskRun(RunLifecycle):
     def __repr__(self) -> str:
         record = self._record
         return f"<TaskRun {self.task_id!r} {self.name!r} {record.status.value} v{record.version}>"
+
+
+def _recipe_of(stored: TaskSnapshot) -> dict[str, Any]:
+    """The queue fields a claimed task keeps from its stored row."""
+    return {
+        "version": stored.version,
+        "not_before": stored.not_before,
+        "idempotency_key": stored.idempotency_key,
+    }

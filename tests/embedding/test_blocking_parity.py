@@ -25,6 +25,7 @@ PAIRS: list[tuple[type, type]] = [(Controller, BlockingController), (TaskRun, Bl
 WITHOUT_TWIN: dict[tuple[type, str], str] = {
     (Controller, "start"): "the facade starts its controller when it is built",
     (Controller, "submit_pipeline"): "no blocking pipeline handle yet (issue 12 follow-up)",
+    (Controller, "enqueue"): "no blocking QueuedTask handle yet (issue 13 follow-up)",
 }
 #: Plain methods the facade still carries to the loop thread (not discoverable as coroutines).
 LOOP_METHODS: dict[type, list[str]] = {Controller: ["register", "register_module", "run_for"]}

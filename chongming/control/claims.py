@@ -1,0 +1,119 @@
+"""A worker's claim loop: take queued tasks it serves whenever it has room to run them.
+
+It claims no more than it has free execution slots, so a task waits in the
+store (where any node can take it, in priority order) rather than in one
+worker's local queue. It is woken early when a slot frees or this process
+enqueues, and otherwise polls every ``poll_interval``. A store failure is
+logged and retried with a backoff; claiming never stops the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection
+
+from chongming.errors import StoreClosed, StoreError
+from chongming.state.records import TaskSnapshot
+from chongming.stores.base import TaskStore
+from chongming.stores.queue import Serves
+
+__all__ = ["ClaimLoop"]
+
+_log = logging.getLogger("chongming.control")
+_BACKOFF_MAX = 5.0
+
+
+class ClaimLoop:
+    """Owned by the controller of a worker: started with it, closed before its shutdown."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        owner: str,
+        serves: Callable[[], Serves],
+        buckets: Collection[int] | None,
+        free_slots: Callable[[], int],
+        adopt: Callable[[TaskSnapshot], Awaitable[None]],
+        poll_interval: float,
+        batch: int = 32,
+    ) -> None:
+        self._store = store
+        self._owner = owner
+        self._serves = serves
+        self._buckets = buckets
+        self._free_slots = free_slots
+        self._adopt = adopt
+        self._poll = poll_interval
+        self._batch = batch
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.claimed = 0
+
+    def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(
+            self._claim_forever(), name="chongming:claims"
+        )
+
+    def wake(self) -> None:
+        """Look again now: a slot freed, or a task was enqueued here."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def aclose(self) -> None:
+        """Stop claiming (a claim in flight finishes: what it took is adopted)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    async def _claim_forever(self) -> None:
+        wake = self._wake
+        assert wake is not None
+        backoff = self._poll
+        while True:
+            wake.clear()
+            took_all = False
+            room = min(self._free_slots(), self._batch)
+            if room > 0:
+                try:
+                    claimed = await asyncio.shield(self._claim(room))
+                except StoreClosed:
+                    return
+                except StoreError as error:
+                    _log.warning("claiming queued tasks failed (%s); retrying", error)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX)
+                    continue
+                backoff = self._poll
+                took_all = len(claimed) == room
+            if took_all:
+                await asyncio.sleep(0)  # there may be more: look again at once
+                continue
+            try:
+                async with asyncio.timeout(self._poll):
+                    await wake.wait()
+            except TimeoutError:
+                pass
+
+    async def _claim(self, room: int) -> list[TaskSnapshot]:
+        """One claim and the adoption of everything it took (never cut in half)."""
+        serves = self._serves()
+        if not serves:
+            return []
+        claimed = await self._store.claim(
+            self._owner, serves=serves, buckets=self._buckets, limit=room
+        )
+        for snapshot in claimed:
+            try:
+                await self._adopt(snapshot)
+            except Exception:
+                _log.exception("adopting claimed task %r failed", snapshot.task_id)
+        self.claimed += len(claimed)
+        return claimed

@@ -1,0 +1,128 @@
+"""The worker half of a controller (``work=True``): claim queued tasks, run them here.
+
+A claimed task becomes an ordinary local run that continues the stored
+trajectory (``queued`` at the stored version, then ``starting`` by
+``scheduler:dispatch`` and on), so stop, pause, resume, timeouts, retries and
+reconcile behave exactly as for a task submitted here. The claim loop takes
+no more than this node has free slots; a task the node cannot run after all
+(its arguments no longer fit the registered function) ends ``failed`` with
+kind ``launch_error`` instead of coming back forever.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from chongming.control.claims import ClaimLoop
+from chongming.errors import ChongmingError
+from chongming.state.machine import apply_transition
+from chongming.state.records import Failure, FailureKind, TaskSnapshot
+from chongming.state.status import ACTIVE_STATUSES, TaskStatus
+from chongming.state.triggers import Trigger
+from chongming.stores.queue import Serves
+from chongming.task_api.registry import TaskRegistry
+from chongming.task_api.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from chongming.control.plane import ControlPlane
+    from chongming.controller.host import ControllerHost
+    from chongming.run.task_run import TaskRun
+
+__all__ = ["Worker"]
+
+_log = logging.getLogger("chongming.control")
+
+
+class Worker:
+    """Owned by its controller: started when the controller opens, closed first on close."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        host: ControllerHost,
+        registry: TaskRegistry,
+        *,
+        owner: str,
+        max_parallel: int,
+        owned_buckets: frozenset[int] | None,
+        make_run: Callable[[TaskSpec, TaskSnapshot], TaskRun],
+        poll_interval: float,
+    ) -> None:
+        self._plane = plane
+        self._host = host
+        self._registry = registry
+        self._owner = owner
+        self._max_parallel = max_parallel
+        self._make_run = make_run
+        self._claims = ClaimLoop(
+            plane.store,
+            owner=owner,
+            serves=self.serves,
+            buckets=owned_buckets,
+            free_slots=self.free_slots,
+            adopt=self.adopt,
+            poll_interval=poll_interval,
+        )
+
+    @property
+    def claimed(self) -> int:
+        """Tasks this worker has claimed so far."""
+        return self._claims.claimed
+
+    async def start(self) -> None:
+        await self._plane.become_node()  # claims are made by a live node only
+        self._host.on_finished = self._claims.wake
+        self._claims.start()
+
+    def wake(self) -> None:
+        self._claims.wake()
+
+    async def aclose(self) -> None:
+        self._host.on_finished = None
+        await self._claims.aclose()
+
+    def serves(self) -> Serves:
+        """Every registered name (unversioned until versions are registered)."""
+        return dict.fromkeys(self._registry.names, (None,))
+
+    def free_slots(self) -> int:
+        counts = self._host.counts()
+        active = sum(counts[status] for status in ACTIVE_STATUSES)
+        return self._max_parallel - active
+
+    async def adopt(self, stored: TaskSnapshot) -> None:
+        """Run a claimed task here, continuing its stored trajectory."""
+        store = self._plane.store
+        history = await store.history(stored.task_id)
+        try:
+            spec = self._registry.get(stored.name)
+            run = self._make_run(spec, stored)
+            run.adopt(stored, history)
+        except (ChongmingError, ValueError) as error:
+            await self._refuse(stored, f"cannot run it here: {error}")
+            return
+        self._host.register(run)
+        self._plane.writer.adopt(run, stored.status_version)
+        run.enter_admission()
+
+    async def _refuse(self, stored: TaskSnapshot, message: str) -> None:
+        """End a claimed task that cannot start: ``starting``, then ``failed`` (launch_error)."""
+        failure = Failure(kind=FailureKind.LAUNCH_ERROR, message=message, retryable=False)
+        now = datetime.now(UTC)
+        starting, first = apply_transition(
+            stored, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=now
+        )
+        failed, second = apply_transition(
+            starting, TaskStatus.FAILED, trigger=Trigger.FAILED, at=now, reason=message[:500]
+        )
+        failed_with = dataclasses.replace(failed, failure=failure)
+        try:
+            await self._plane.store.save(
+                failed_with, expect_version=stored.status_version, transitions=[first, second]
+            )
+        except ChongmingError as error:
+            _log.warning("could not record claimed task %r as failed: %s", stored.task_id, error)

@@ -1,0 +1,106 @@
+"""``Controller(work=True)``: claim queued tasks it serves and run them like local ones."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chongming import ConfigurationError, Controller, TaskStatus
+from tests.conftest import FAST
+
+ORDER: list[str] = []
+
+
+async def record(ctx: Any, tag: str) -> str:
+    ORDER.append(tag)
+    await ctx.checkpoint()
+    return tag.upper()
+
+
+async def loops(ctx: Any) -> None:
+    while True:
+        await ctx.checkpoint()
+        await asyncio.sleep(0.01)
+
+
+def _worker(path: Path, **options: Any) -> Controller:
+    worker = Controller(
+        store=path, owner="worker-1", work=True, poll_interval=0.05, windows=FAST, **options
+    )
+    worker.register("record", record)
+    worker.register("loops", loops)
+    return worker
+
+
+async def test_a_worker_runs_what_a_client_enqueued_best_priority_first(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    ORDER.clear()
+    async with Controller(store=db, owner="client") as client:
+        queued = [
+            await client.enqueue("record", tag, priority=priority, task_id=f"t-{tag}")
+            for tag, priority in [("low", 0), ("high", 9), ("mid", 5), ("low2", 0), ("top", 9)]
+        ]
+        async with _worker(db, max_parallel=1):
+            finals = [await task.wait(timeout=20) for task in queued]
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * 5
+    assert {final.owner for final in finals} == {"worker-1"}
+    assert [final.result for final in finals] == ["LOW", "HIGH", "MID", "LOW2", "TOP"]
+    assert ORDER == ["high", "top", "mid", "low", "low2"]  # priority, then FIFO
+    async with Controller(store=db) as reader:
+        steps = [(t.to_status.value, t.trigger) for t in await reader.history("t-high")]
+    assert steps == [
+        ("queued", "orchestrator:enqueued"),
+        ("starting", "scheduler:dispatch"),
+        ("running", "executor:launched"),
+        ("succeeded", "executor:completed"),
+    ]
+
+
+async def test_a_claimed_task_is_controlled_like_a_local_one(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    async with _worker(db) as worker, Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("loops", task_id="l-1")
+        while (await queued.get()).status is not TaskStatus.RUNNING:
+            await asyncio.sleep(0.02)
+        assert worker.run_for("l-1").status is TaskStatus.RUNNING
+        assert await client.stop("l-1", reason="enough") is True  # a command to the worker
+        final = await queued.wait(timeout=20)
+    assert final.status is TaskStatus.STOPPED
+    assert final.owner == "worker-1"
+
+
+async def test_a_worker_leaves_names_and_buckets_it_does_not_serve(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    async with Controller(store=db, owner="client") as client:
+        other = await client.enqueue("nobody-serves-this", task_id="x")
+        pinned = await client.enqueue("record", "v", task_id="v2", version=2)
+        elsewhere = await client.enqueue("record", "b", task_id="b", bucket_key="tenant-A")
+        mine = await client.enqueue("record", "m", task_id="m")
+        async with _worker(db, owned_buckets=[0]):  # tenant-A is bucket 7 of 64
+            assert (await mine.wait(timeout=20)).status is TaskStatus.SUCCEEDED
+            await asyncio.sleep(0.2)  # several claim rounds
+        for task in (other, pinned, elsewhere):
+            snapshot = await task.get()
+            assert (snapshot.status, snapshot.owner) == (TaskStatus.QUEUED, None)
+
+
+async def test_arguments_that_no_longer_fit_end_the_task_failed_not_forever_queued(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "q.db"
+    async with Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("record", "a", "surplus", task_id="bad")
+        async with _worker(db):
+            final = await queued.wait(timeout=20)
+    assert final.status is TaskStatus.FAILED
+    assert final.failure is not None
+    assert final.failure.kind.value == "launch_error"
+    assert "do not fit" in final.failure.message
+
+
+async def test_work_needs_a_store() -> None:
+    with pytest.raises(ConfigurationError, match="needs a store"):
+        Controller(work=True)
