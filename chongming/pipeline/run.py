@@ -50,7 +50,7 @@ from chongming.pipeline.records import NodeSnapshot, PipelineOutcome, PipelineSn
 from chongming.run.lifecycle import check_actor
 from chongming.run.task_run import TaskRun
 from chongming.run.verdict import describe_error
-from chongming.state.payload import check_reason, json_form
+from chongming.state.payload import MAX_REASON_LENGTH, check_reason, json_form
 from chongming.state.records import JsonValue
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
@@ -62,7 +62,7 @@ _S = TaskStatus
 _NOT_STARTED = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
 _STOPPABLE = frozenset({_S.STARTING, _S.RUNNING, _S.PAUSING, _S.PAUSED})
 _READY, _UNSATISFIABLE = JoinVerdict.READY, JoinVerdict.UNSATISFIABLE
-_REASON_LIMIT = 500
+_REASON_LIMIT = MAX_REASON_LENGTH
 
 
 class NodeHost(Protocol):
@@ -116,6 +116,7 @@ class PipelineRun:
         "_events",
         "_first_failure",
         "_halted",
+        "_index",
         "_on_finished",
         "_open",
         "_outcome",
@@ -132,6 +133,7 @@ class PipelineRun:
         self.graph = graph
         self.run_id = run_id
         self._runs = runs
+        self._index = {node.node_id: position for position, node in enumerate(graph.nodes)}
         count = len(runs)
         self._settled = [0] * count
         self._succeeded = [0] * count
@@ -182,10 +184,10 @@ class PipelineRun:
 
     def node(self, node_id: str) -> TaskRun:
         """The run of one node (stop, pause, wait for it like any task)."""
-        for node, run in zip(self.graph.nodes, self._runs, strict=True):
-            if node.node_id == node_id:
-                return run
-        raise UnknownNode(self.name, str(node_id))
+        position = self._index.get(node_id) if isinstance(node_id, str) else None
+        if position is None:
+            raise UnknownNode(self.name, str(node_id))
+        return self._runs[position]
 
     def snapshot(self) -> PipelineSnapshot:
         """Every node's status now, with the cause of its last transition."""
@@ -277,6 +279,8 @@ class PipelineRun:
         are cancelled (so the store holds no node that waits forever), the
         others are forgotten, and the store's error is raised.
         """
+        if self._on_finished is not None or self._open:
+            raise ConfigurationError("a pipeline run is admitted once")
         runs = self._runs
         for run in runs:
             if run.task_id in host:

@@ -423,3 +423,34 @@ async def test_closing_the_controller_mid_pipeline_leaves_nothing_running(
     assert (last.trigger, last.reason) == (Trigger.PIPELINE_CANCELLED, "the controller is closing")
     assert len(controller._pipelines) == 0
     # The autouse leak check fails this test if any task of the pipeline outlived close().
+
+
+async def test_a_stop_from_inside_a_done_callback_is_applied_after_the_current_event(
+    gates: Gates, fast_windows: ControlWindows
+) -> None:
+    async with Controller(windows=fast_windows) as controller:
+        gates.register(controller)
+        pipeline = Pipeline("reentrant", aggregation=SETTLED)
+        bad = pipeline.node("gated", "fail", node_id="bad")
+        pipeline.node("gated", node_id="long")
+        skipped = pipeline.node("gated", node_id="skipped", depends_on=[bad])
+        pipeline.node("gated", node_id="later", depends_on=[skipped], join=JoinMode.ALL_SETTLED)
+        pipeline.node("gated", node_id="blocked", depends_on=["long"])
+        run = await controller.submit_pipeline(pipeline)
+        # Called while the pipeline is deciding (the skip of "skipped" is one of its steps).
+        run.node("skipped").add_done_callback(lambda _: run.shutdown("called off from a callback"))
+        await running(controller, gates, "bad", "long")
+        gates.release("bad")
+        await wait_until(lambda: run.node("blocked").done)
+        assert statuses(run) == {
+            "bad": "failed",
+            "long": "stopping",
+            "skipped": "skipped",
+            "later": "cancelled",  # its join held only after the stop: never released
+            "blocked": "cancelled",
+        }
+        assert run.node("later").last_transition.reason == "called off from a callback"
+        gates.release("long")
+        outcome = await run.wait(5)
+        assert outcome.status is PipelineStatus.FAILED  # the failure came before the stop
+        assert statuses(run)["long"] == "stopped"
