@@ -555,6 +555,36 @@ def tasks(ctx: typer.Context, tasks_module: TasksModule, json_flag: JsonFlag = F
 
 
 @app.command()
+def worker(
+    ctx: typer.Context,
+    tasks_module: TasksModule,
+    max_parallel: Annotated[
+        int, typer.Option("--max-parallel", help="Tasks this worker runs at once.")
+    ] = 10,
+    grace: Annotated[
+        float, typer.Option("--grace", help="Seconds running tasks get to finish on SIGTERM.")
+    ] = 30.0,
+) -> None:
+    """Claim and run queued tasks the module registers, until SIGTERM or Ctrl-C."""
+    from chongming.cli.session import CliError
+    from chongming.cli.task_modules import load_task_module
+    from chongming.cli.worker_command import run_worker
+    from chongming.errors import ChongmingError
+
+    options = _options(ctx, False)
+    try:
+        if max_parallel < 1:
+            raise CliError(f"--max-parallel must be at least 1, got {max_parallel}")
+        if not grace >= 0:
+            raise CliError(f"--grace must be a number of seconds >= 0, got {grace}")
+        module = load_task_module(tasks_module)
+        code = run_worker(options, module, max_parallel=max_parallel, grace=grace)
+    except (CliError, ChongmingError, OSError) as error:
+        _fail(error, options.debug)
+    raise typer.Exit(code)
+
+
+@app.command()
 def version() -> None:
     """Print the installed version."""
     from importlib.metadata import version as installed_version
