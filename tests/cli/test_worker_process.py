@@ -41,8 +41,9 @@ def _client_store(where: object) -> TaskStore | Path:
         return where
     from chongming.stores.postgres import PostgresTaskStore
 
-    dsn, schema = where  # type: ignore[misc]
-    return PostgresTaskStore(dsn, schema=schema)
+    assert isinstance(where, tuple)
+    dsn, schema = where
+    return PostgresTaskStore(str(dsn), schema=str(schema))
 
 
 def _start(options: list[str], *args: str) -> subprocess.Popen[bytes]:
