@@ -25,13 +25,17 @@ if TYPE_CHECKING:
     from chongming.errors import ChongmingError as ChongmingError
     from chongming.errors import ConfigurationError as ConfigurationError
     from chongming.errors import ControllerClosed as ControllerClosed
+    from chongming.errors import DuplicateNode as DuplicateNode
     from chongming.errors import DuplicateTask as DuplicateTask
     from chongming.errors import DuplicateTaskId as DuplicateTaskId
     from chongming.errors import ExecutorClosed as ExecutorClosed
     from chongming.errors import IdempotencyConflict as IdempotencyConflict
+    from chongming.errors import InvalidPipeline as InvalidPipeline
     from chongming.errors import InvalidTransition as InvalidTransition
     from chongming.errors import NodeConflict as NodeConflict
     from chongming.errors import PayloadError as PayloadError
+    from chongming.errors import PipelineCycle as PipelineCycle
+    from chongming.errors import QuorumNotSupported as QuorumNotSupported
     from chongming.errors import SchemaError as SchemaError
     from chongming.errors import StoreBusy as StoreBusy
     from chongming.errors import StoreClosed as StoreClosed
@@ -40,17 +44,29 @@ if TYPE_CHECKING:
     from chongming.errors import StoreUnavailable as StoreUnavailable
     from chongming.errors import TaskCancelled as TaskCancelled
     from chongming.errors import TaskNotFound as TaskNotFound
+    from chongming.errors import UnknownNode as UnknownNode
     from chongming.errors import UnknownTask as UnknownTask
+    from chongming.errors import UnknownUpstream as UnknownUpstream
     from chongming.errors import VersionConflict as VersionConflict
     from chongming.executors import Executor as Executor
     from chongming.executors import InlineExecutor as InlineExecutor
+    from chongming.executors import ProcessExecutor as ProcessExecutor
     from chongming.executors import ThreadExecutor as ThreadExecutor
+    from chongming.pipeline import AggregationPolicy as AggregationPolicy
+    from chongming.pipeline import JoinMode as JoinMode
+    from chongming.pipeline import NodeSnapshot as NodeSnapshot
+    from chongming.pipeline import Pipeline as Pipeline
+    from chongming.pipeline import PipelineOutcome as PipelineOutcome
+    from chongming.pipeline import PipelineRun as PipelineRun
+    from chongming.pipeline import PipelineSnapshot as PipelineSnapshot
+    from chongming.pipeline import PipelineStatus as PipelineStatus
     from chongming.policies import Backoff as Backoff
     from chongming.policies import ControlWindows as ControlWindows
     from chongming.policies import ExponentialBackoff as ExponentialBackoff
     from chongming.policies import RetryPolicy as RetryPolicy
     from chongming.policies import Timeout as Timeout
     from chongming.render import render_history as render_history
+    from chongming.render import render_pipeline as render_pipeline
     from chongming.render import render_table as render_table
     from chongming.run import Outcome as Outcome
     from chongming.run import TaskRun as TaskRun
@@ -75,6 +91,22 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _WHERE: dict[str, str] = {
+    "ProcessExecutor": "chongming.executors",
+    "render_pipeline": "chongming.render",
+    "UnknownNode": "chongming.errors",
+    "QuorumNotSupported": "chongming.errors",
+    "PipelineCycle": "chongming.errors",
+    "UnknownUpstream": "chongming.errors",
+    "DuplicateNode": "chongming.errors",
+    "InvalidPipeline": "chongming.errors",
+    "PipelineStatus": "chongming.pipeline",
+    "NodeSnapshot": "chongming.pipeline",
+    "PipelineSnapshot": "chongming.pipeline",
+    "PipelineOutcome": "chongming.pipeline",
+    "PipelineRun": "chongming.pipeline",
+    "AggregationPolicy": "chongming.pipeline",
+    "JoinMode": "chongming.pipeline",
+    "Pipeline": "chongming.pipeline",
     "QueuedTask": "chongming.controller.enqueue",
     "IdempotencyConflict": "chongming.errors",
     "AdmissionStateError": "chongming.errors",
