@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from typing import Any
@@ -45,6 +46,16 @@ def deaf(ctx: TaskContext, seconds: float = 60) -> None:
     DEAF_RELEASE.wait(seconds)
 
 
+def mark(ctx: TaskContext, ledger: str, key: str) -> str:
+    """Append ``key`` to ``ledger`` (one O_APPEND write: whole lines, even across processes)."""
+    fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{key} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+    return key
+
+
 async def boom(ctx: TaskContext) -> None:
     raise ValueError("boom from the task")
 
@@ -55,5 +66,6 @@ def register(controller: Controller) -> None:
     controller.register("steps", steps, tags={"etl", "slow"})
     controller.register("loops", loops)
     controller.register("deaf", deaf)
+    controller.register("mark", mark)
     retry = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(base=0.01))
     controller.register("boom", boom, retry=retry)

@@ -46,12 +46,12 @@ def _client_store(where: object) -> TaskStore | Path:
     return PostgresTaskStore(str(dsn), schema=str(schema))
 
 
-def _start(options: list[str], *args: str) -> subprocess.Popen[bytes]:
+def _start(options: list[str], *args: str, owner: str = "worker-a") -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
     env["PYTHONPATH"] = str(ROOT)
     command = ["worker", "--tasks", "tests.cli.cli_tasks", *args]
     return subprocess.Popen(
-        [sys.executable, "-m", "chongming", *options, "--owner", "worker-a", *command],
+        [sys.executable, "-m", "chongming", *options, "--owner", owner, *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         bufsize=0,
@@ -77,7 +77,7 @@ async def test_a_worker_process_drains_the_queue_and_stops_on_sigterm(
     try:
         lines = _Lines(worker)
         first = await asyncio.to_thread(lines.next)
-        assert first.startswith("worker worker-a serving boom, deaf, double, echo, loops, steps")
+        assert first.startswith("worker worker-a serving boom, deaf, double, echo, loops, mark")
         store = _client_store(where)
         client = Controller(store=store, owner="client")
         async with client:

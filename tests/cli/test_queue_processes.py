@@ -1,0 +1,62 @@
+"""Three ``chongming worker`` processes drain one queue: every task runs exactly once.
+
+Each task appends its key to a ledger file (one ``O_APPEND`` write per
+execution, from whichever worker process ran it), so the ledger counts real
+executions, not what the store says. Run on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from collections import Counter
+from pathlib import Path
+
+from chongming import Controller, TaskStatus
+from tests.cli.test_processes import _Lines
+from tests.cli.test_worker_process import DEADLINE, _client_store, _finish, _start, plane
+
+__all__ = ["plane"]
+
+TASKS = 300
+
+
+async def test_three_workers_run_every_task_exactly_once(
+    plane: tuple[list[str], object], tmp_path: Path
+) -> None:
+    options, where = plane
+    ledger = tmp_path / "ledger.txt"
+    workers = [_start(options, "--max-parallel", "4", owner=f"w-{n}") for n in range(3)]
+    try:
+        for worker in workers:
+            await asyncio.to_thread(_Lines(worker).next)  # "serving ..."
+        client = Controller(store=_client_store(where), owner="client")
+        async with client:
+            rng = random.Random(7)
+            queued = [
+                await client.enqueue(
+                    "mark",
+                    str(ledger),
+                    f"k-{n:03d}",
+                    task_id=f"m-{n:03d}",
+                    priority=rng.randint(0, 3),
+                )
+                for n in range(TASKS)
+            ]
+            finals = [await task.wait(timeout=DEADLINE * 2) for task in queued]
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            codes = [await asyncio.to_thread(worker.wait, DEADLINE) for worker in workers]
+            await client.close(close_store=True)
+    finally:
+        for worker in workers:
+            _finish(worker)
+    assert codes == [0, 0, 0]
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * TASKS
+    runs = Counter(line.split()[0] for line in ledger.read_text().splitlines())
+    assert len(runs) == TASKS  # none missing
+    assert set(runs.values()) == {1}  # none twice
+    owners = Counter(final.owner for final in finals)
+    assert set(owners) <= {"w-0", "w-1", "w-2"}
+    assert len(owners) >= 2  # the work was shared
