@@ -180,7 +180,7 @@ if __name__ == "__main__":
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--stops", type=int, default=200)
-    parser.add_argument("--size", type=int, default=3_000_000)
+    parser.add_argument("--size", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--start-method", choices=["spawn", "forkserver"], default="spawn")
     asyncio.run(main(parser.parse_args()))

@@ -229,3 +229,13 @@ def checkpoint_and_report(ctx: TaskContext, path: str, other: int) -> None:
     while True:
         ctx.checkpoint()
         time.sleep(0.001)
+
+
+def checkpoint_for(ctx: TaskContext, seconds: float) -> int:
+    """Checkpoints as fast as it can for ``seconds``; returns how many times."""
+    deadline = time.monotonic() + seconds
+    checkpoints = 0
+    while time.monotonic() < deadline:
+        ctx.checkpoint()
+        checkpoints += 1
+    return checkpoints

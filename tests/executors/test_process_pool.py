@@ -51,6 +51,14 @@ async def _started(
     ]
 
 
+async def _end(runs: list[TaskRun]) -> None:
+    """Stop runs that hold their workers (killed at once) and see them stopped."""
+    for run in runs:
+        await run.force_stop()
+    for run in runs:
+        assert (await run.wait(30)).status is S.STOPPED
+
+
 async def _wait_in_starting(runs: list[TaskRun]) -> None:
     await wait_for(lambda: sum(run.status is S.RUNNING for run in runs) == 2, 30)
     assert sum(run.status is S.STARTING for run in runs) == 3  # running means running
@@ -61,7 +69,7 @@ async def _wait_in_starting(runs: list[TaskRun]) -> None:
 
 async def test_a_stop_while_waiting_for_a_worker_never_runs_it(processes: ProcessExecutor) -> None:
     async with contextlib.AsyncExitStack() as stack:
-        busy = await _started(stack, processes, 2, 0.5)
+        busy = await _started(stack, processes, 2, 60.0)
         await wait_for(lambda: all(run.status is S.RUNNING for run in busy), 30)
         async with TaskRun(process_tasks.add, (1, 1), executor=processes, windows=FAST) as waiting:
             await asyncio.sleep(0.05)
@@ -70,13 +78,12 @@ async def test_a_stop_while_waiting_for_a_worker_never_runs_it(processes: Proces
             outcome = await waiting.wait(10)
         assert outcome.status is S.STOPPED
         assert S.RUNNING not in [t.to_status for t in waiting.transitions]
-        for run in busy:
-            assert (await run.wait(30)).status is S.SUCCEEDED
+        await _end(busy)
 
 
 async def test_the_start_timeout_counts_the_wait_for_a_worker(processes: ProcessExecutor) -> None:
     async with contextlib.AsyncExitStack() as stack:
-        busy = await _started(stack, processes, 2, 0.6)
+        busy = await _started(stack, processes, 2, 60.0)
         await wait_for(lambda: all(run.status is S.RUNNING for run in busy), 30)
         async with TaskRun(
             process_tasks.add, (1, 1), executor=processes, timeout=Timeout(start=0.2)
@@ -84,8 +91,7 @@ async def test_the_start_timeout_counts_the_wait_for_a_worker(processes: Process
             outcome = await late.wait(10)
         assert outcome.failure is not None
         assert outcome.failure.kind is FailureKind.TIMEOUT_START
-        for run in busy:
-            await run.wait(30)
+        await _end(busy)
 
 
 async def test_an_idle_worker_killed_from_outside_is_replaced(processes: ProcessExecutor) -> None:

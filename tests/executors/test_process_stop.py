@@ -65,8 +65,9 @@ async def test_a_checkpointing_child_leaves_its_checkpoint_at_once(
     processes: ProcessExecutor, tmp_path: Path
 ) -> None:
     left_file = tmp_path / "left"
+    patient = ControlWindows(stop_grace=10.0)  # only the checkpoint can end it in time
     async with TaskRun(
-        process_tasks.record_stop, (str(left_file),), executor=processes, windows=FAST
+        process_tasks.record_stop, (str(left_file),), executor=processes, windows=patient
     ) as run:
         await wait_status(run, S.RUNNING, timeout=30)
         await asyncio.sleep(0.05)  # well inside its checkpoint loop
@@ -74,7 +75,8 @@ async def test_a_checkpointing_child_leaves_its_checkpoint_at_once(
         assert await run.stop(reason="enough") is True
         outcome = await run.wait(10)
     left = float(left_file.read_text())  # the child's monotonic clock is the system's
-    assert asked <= left < asked + 0.25  # milliseconds in practice; far inside the grace
+    # Well under a millisecond in practice (benchmarks/bench_process.py); slack for CI.
+    assert asked <= left < asked + 1.0
     assert outcome.status is S.STOPPED
     assert run.transitions[-1].reason == "enough"  # it stopped itself: nothing was killed
     assert processes.statistics().exited == 0  # and its worker lives on
@@ -124,14 +126,17 @@ async def test_a_pause_that_is_not_reached_rolls_back(processes: ProcessExecutor
     assert outcome.status is S.SUCCEEDED
 
 
-async def test_the_attempt_timeout_terminates_the_child(processes: ProcessExecutor) -> None:
-    async with TaskRun(
-        process_tasks.sleep_without_checkpoint,
-        (60.0,),
-        executor=processes,
-        timeout=Timeout(per_attempt=0.4),
-    ) as run:
-        outcome = await run.wait(30)
+async def test_the_attempt_timeout_terminates_the_child() -> None:
+    async with (
+        ProcessExecutor(max_workers=1, start_method="forkserver", grace=10.0) as processes,
+        TaskRun(
+            process_tasks.sleep_without_checkpoint,
+            (60.0,),
+            executor=processes,
+            timeout=Timeout(per_attempt=0.4),
+        ) as run,
+    ):
+        outcome = await run.wait(30)  # SIGTERM ends a sleep at once: no waiting out the 10 s
     assert outcome.status is S.FAILED
     assert outcome.failure is not None
     assert outcome.failure.kind is FailureKind.TIMEOUT_ATTEMPT
@@ -155,18 +160,22 @@ async def test_the_idle_timeout_kills_a_child_that_ignores_sigterm(
 
 async def test_checkpoints_keep_the_idle_timeout_away(processes: ProcessExecutor) -> None:
     async with TaskRun(
-        process_tasks.count, (3_000_000,), executor=processes, timeout=Timeout(idle=0.3)
+        process_tasks.checkpoint_for, (1.5,), executor=processes, timeout=Timeout(idle=0.5)
     ) as run:
         outcome = await run.wait(60)
-    assert outcome.status is S.SUCCEEDED, outcome.failure
-    assert outcome.value == sum(range(3_000_000))
+    assert outcome.status is S.SUCCEEDED, outcome.failure  # three idle windows long
+    assert isinstance(outcome.value, int)
+    assert outcome.value > 1000
 
 
-async def test_force_stop_kills_at_once(processes: ProcessExecutor) -> None:
+async def test_force_stop_kills_at_once() -> None:
     patient = ControlWindows(stop_grace=120.0)
-    async with TaskRun(
-        process_tasks.sleep_without_checkpoint, (60.0,), executor=processes, windows=patient
-    ) as run:
+    async with (
+        ProcessExecutor(max_workers=1, start_method="forkserver", grace=10.0) as processes,
+        TaskRun(
+            process_tasks.sleep_without_checkpoint, (60.0,), executor=processes, windows=patient
+        ) as run,
+    ):
         await wait_status(run, S.RUNNING, timeout=30)
         assert await run.force_stop(reason="now") is True
         outcome = await run.wait(10)  # far inside the 120 s grace window
