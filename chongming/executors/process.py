@@ -193,7 +193,7 @@ class ProcessExecutor(Executor):
         kwargs: dict[str, Any],
     ) -> Any:
         signals = context.carrier_signals
-        if not context.enter_carrier():
+        if not signals.enter_from_loop():
             pool.release(worker)
             raise NeverStarted(f"task {context.task_id!r} was stopped before a worker took it")
         job = Job(next(self._seq), context, worker)

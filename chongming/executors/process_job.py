@@ -27,6 +27,7 @@ from chongming.task_api.context import TaskContext
 __all__ = ["Job", "deliver_message", "worker_exited"]
 
 _log = logging.getLogger("chongming.executors.process")
+_TASK_LOGGER = logging.getLogger("chongming.task")  # the parent of every ctx.logger
 
 
 class Job:
@@ -57,7 +58,8 @@ class Job:
             "stop": signals.stop_requested,
             "pause": signals.pause_requested,
             "generation": signals.pause_generation,
-            "log_level": context.logger.getEffectiveLevel(),
+            # ctx.logger inherits its level: read it without building the logger.
+            "log_level": _TASK_LOGGER.getEffectiveLevel(),
         }
         try:
             return encode(["run", self.seq, job])

@@ -132,6 +132,18 @@ class AttemptSignals:
         """
         self._relay = relay or _nothing
 
+    def enter_from_loop(self) -> bool:
+        """:meth:`enter` for a carrier driven from the loop thread (a child process).
+
+        The attempt is told at once that it is running, without a trip
+        through ``call_soon_threadsafe``. False: do not start the function.
+        """
+        self.heartbeat = self._time()
+        if not self.enter(from_thread=False):
+            return False
+        self._on_launch()
+        return True
+
     def beat_aged(self, age: float) -> None:
         """A heartbeat relayed from elsewhere: the checkpoint was ``age`` seconds ago."""
         heartbeat = self._time() - max(0.0, age)

@@ -18,7 +18,7 @@ from chongming.executors.process_protocol import (
     encode,
 )
 from chongming.state.records import Progress
-from chongming.task_api.signals import CarrierKind
+from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 
 def test_frames_survive_any_split() -> None:
@@ -149,3 +149,13 @@ def test_a_closed_parent_means_stop(pipe: tuple[socket.socket, ChildLink]) -> No
     assert signals.stop_requested is True
     assert link.closed
     assert link.next_message() is None
+
+
+def test_the_child_control_block_sets_every_field_of_the_parents(
+    pipe: tuple[socket.socket, ChildLink],
+) -> None:
+    """ChildSignals skips the loop-bound constructor: a new field must be set there too."""
+    _, link = pipe
+    signals = ChildSignals(link, CarrierKind.COROUTINE)
+    unset = [name for name in AttemptSignals.__slots__ if not hasattr(signals, name)]
+    assert unset == ["_loop"]  # the one thing a worker has none of
