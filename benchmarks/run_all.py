@@ -16,6 +16,7 @@ BENCHMARKS = [
     ["bench_store_postgres.py"],
     ["bench_control.py"],
     ["bench_cli.py"],
+    ["bench_queue.py"],
     ["bench_pipeline.py"],
     ["bench_process.py", "--n", "2000", "--stops", "200"],
 ]

@@ -1,0 +1,108 @@
+"""Enqueue N tasks, then drain them with a worker; beside pgqueuer in the same run.
+
+    python benchmarks/bench_queue.py [--n 10000] [--no-postgres]
+
+Full audit trail on: every task goes queued -> starting -> running ->
+succeeded in the store. A client controller enqueues N trivial tasks
+(``--chunk`` concurrent enqueues at a time); then one worker
+(``Controller(work=True, max_parallel=...)``, in this process) drains them.
+The drain rate counts from the worker's start to the moment the store holds
+no unfinished task. pgqueuer 1.6 (benchmark-only dependency) enqueues and
+drains the same N on the same PostgreSQL server, one consumer, batch 32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_control import DSN, drop, pgqueuer_drain
+
+from chongming import Controller, SqliteTaskStore
+from chongming.stores.base import TaskStore
+
+
+async def trivial(ctx: Any) -> int:
+    return 1
+
+
+async def enqueue_and_drain(
+    make_store: Any, n: int, chunk: int, max_parallel: int
+) -> tuple[float, float]:
+    """(enqueues per second, drained tasks per second)."""
+    client_store: TaskStore = make_store()
+    async with Controller(store=client_store, owner="client") as client:
+        started = time.perf_counter()
+        for first in range(0, n, chunk):
+            await asyncio.gather(
+                *(client.enqueue("trivial") for _ in range(first, min(n, first + chunk)))
+            )
+        enqueue_rate = n / (time.perf_counter() - started)
+        worker_store = make_store(client_store)
+        worker = Controller(
+            store=worker_store,
+            owner="worker",
+            work=True,
+            max_parallel=max_parallel,
+            keep_finished=100,
+            poll_interval=0.05,
+        )
+        worker.register("trivial", trivial)
+        started = time.perf_counter()
+        async with worker:
+            while True:
+                counts = await client_store.task_counts(active_only=True)
+                if sum(count.count for count in counts) == 0:
+                    break
+                await asyncio.sleep(0.02)
+            drain_rate = n / (time.perf_counter() - started)
+        await worker_store.close()
+    await drop(client_store)
+    await client_store.close()
+    return enqueue_rate, drain_rate
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--chunk", type=int, default=500)
+    parser.add_argument("--max-parallel", type=int, default=500)
+    parser.add_argument("--no-postgres", action="store_true")
+    options = parser.parse_args()
+    n = options.n
+    print(f"enqueue then drain {n:,} trivial tasks, one worker, full audit trail:")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "queue.db"
+
+        def sqlite(_: object = None) -> TaskStore:
+            return SqliteTaskStore(path)
+
+        enq, drain = asyncio.run(enqueue_and_drain(sqlite, n, options.chunk, options.max_parallel))
+        print(f"  SQLite      enqueue {enq:>8,.0f}/s   drain {drain:>8,.0f}/s")
+    if options.no_postgres:
+        return 0
+    schema = "bench_q_" + secrets.token_hex(4)
+
+    def postgres(_: object = None) -> TaskStore:
+        from chongming.stores.postgres import PostgresTaskStore
+
+        return PostgresTaskStore(DSN, schema=schema)
+
+    enq, drain = asyncio.run(enqueue_and_drain(postgres, n, options.chunk, options.max_parallel))
+    print(f"  PostgreSQL  enqueue {enq:>8,.0f}/s   drain {drain:>8,.0f}/s")
+    pgq_drain, pgq_overall = asyncio.run(pgqueuer_drain(n))
+    print(f"  pgqueuer    drain {pgq_drain:>8,.0f}/s ({pgq_overall:,.0f}/s counting its enqueue)")
+    print(f"ratio: PostgreSQL drain {drain / pgq_drain:.2f}x pgqueuer (goal >= 1.0, aim 1.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
