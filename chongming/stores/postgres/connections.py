@@ -16,7 +16,7 @@ from typing import Any
 from chongming.state.payload import json_form
 from chongming.state.records import TaskSnapshot
 
-__all__ = ["as_stored", "close_pool", "discard", "same_write"]
+__all__ = ["as_stored", "close_pool", "discard", "keep_session", "same_write"]
 
 log = logging.getLogger("chongming.stores.postgres")
 
@@ -60,3 +60,16 @@ async def close_pool(pool: Any, timeout: float) -> None:
     except Exception as error:
         log.warning("closing the PostgreSQL pool failed (%s); terminating", type(error).__name__)
         pool.terminate()
+
+
+async def keep_session(conn: Any) -> None:
+    """The reset of a connection given back to the store's own pool: none needed.
+
+    asyncpg's default runs ``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+    RESET ALL`` on every release: one more round trip per statement. The
+    store's pooled connections hold no session state (no advisory locks,
+    cursors, LISTEN or SET: the listener has its own connection, and every
+    name is schema-qualified); asyncpg still rolls back an open transaction
+    before calling this. A pool passed in by the caller keeps its own reset.
+    """
+

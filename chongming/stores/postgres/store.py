@@ -43,7 +43,7 @@ from chongming.stores.identity import IdentityCache
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.commands import CommandsAndNodes, channel_for
-from chongming.stores.postgres.connections import close_pool, discard, same_write
+from chongming.stores.postgres.connections import close_pool, discard, keep_session, same_write
 from chongming.stores.postgres.driver import (
     is_connection_error,
     load_asyncpg,
@@ -583,6 +583,7 @@ class PostgresTaskStore(TaskStore):
                     max_size=self._max_size,
                     timeout=self._connect_timeout,
                     server_settings={"application_name": self._application_name},
+                    reset=keep_session,
                     **target.kwargs,
                 ),
                 self._connect_timeout * 2,
