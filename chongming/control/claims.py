@@ -35,7 +35,7 @@ class ClaimLoop:
         serves: Callable[[], Serves],
         buckets: Collection[int] | None,
         free_slots: Callable[[], int],
-        adopt: Callable[[TaskSnapshot], Awaitable[None]],
+        adopt: Callable[[list[TaskSnapshot]], Awaitable[None]],
         poll_interval: float,
         batch: int = 32,
     ) -> None:
@@ -110,10 +110,12 @@ class ClaimLoop:
         claimed = await self._store.claim(
             self._owner, serves=serves, buckets=self._buckets, limit=room
         )
-        for snapshot in claimed:
+        if claimed:
             try:
-                await self._adopt(snapshot)
+                await self._adopt(claimed)
+            except StoreError:
+                raise
             except Exception:
-                _log.exception("adopting claimed task %r failed", snapshot.task_id)
+                _log.exception("adopting %d claimed tasks failed", len(claimed))
         self.claimed += len(claimed)
         return claimed

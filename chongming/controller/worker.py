@@ -94,20 +94,20 @@ class Worker:
         active = sum(counts[status] for status in ACTIVE_STATUSES)
         return self._max_parallel - active
 
-    async def adopt(self, stored: TaskSnapshot) -> None:
-        """Run a claimed task here, continuing its stored trajectory."""
-        store = self._plane.store
-        history = await store.history(stored.task_id)
-        try:
-            spec = self._registry.get(stored.name)
-            run = self._make_run(spec, stored)
-            run.adopt(stored, history)
-        except (ChongmingError, ValueError) as error:
-            await self._refuse(stored, f"cannot run it here: {error}")
-            return
-        self._host.register(run)
-        self._plane.writer.adopt(run, stored.status_version)
-        run.enter_admission()
+    async def adopt(self, claimed: list[TaskSnapshot]) -> None:
+        """Run claimed tasks here, each continuing its stored trajectory."""
+        histories = await self._plane.store.histories([s.task_id for s in claimed])
+        for stored in claimed:
+            try:
+                spec = self._registry.get(stored.name)
+                run = self._make_run(spec, stored)
+                run.adopt(stored, histories[stored.task_id])
+            except (ChongmingError, ValueError) as error:
+                await self._refuse(stored, f"cannot run it here: {error}")
+                continue
+            self._host.register(run)
+            self._plane.writer.adopt(run, stored.status_version)
+            run.enter_admission()
 
     async def _refuse(self, stored: TaskSnapshot, message: str) -> None:
         """End a claimed task that cannot start: ``starting``, then ``failed`` (launch_error)."""

@@ -245,6 +245,14 @@ class TaskStore(abc.ABC):
     async def history(self, task_id: str) -> list[Transition]:
         """All transitions of a task in version order (empty for an unknown id)."""
 
+    async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
+        """:meth:`history` of several tasks at once (a worker adopting a claim).
+
+        Every id is a key (an empty list for an unknown one). This default
+        reads them one by one; the built-in stores answer in one query.
+        """
+        return {task_id: await self.history(task_id) for task_id in task_ids}
+
     # -- hot path ------------------------------------------------------------
 
     @abc.abstractmethod

@@ -100,6 +100,11 @@ class WorkQueue:
             f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
         )
         self._held = f"SELECT {_SELECT} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
+        self._histories = (
+            "SELECT task_id, version, from_status, to_status, at, trigger, actor, reason,"
+            f" attempt FROM {schema}.transitions WHERE task_id = ANY($1::text[])"
+            " ORDER BY task_id, version"
+        )
 
     async def enqueue(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> Enqueued:
         check_enqueued(snapshot)
@@ -183,3 +188,14 @@ class WorkQueue:
         claimed = [rows.snapshot_from_row(row) for row in found]
         claimed.sort(key=lambda t: (-t.priority, t.queued_at or t.created_at, t.task_id))
         return claimed
+
+    async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
+        found: dict[str, list[Transition]] = {task_id: [] for task_id in task_ids}
+        if not found:
+            return found
+        ids = sorted(found)
+        records = await self._read("reading histories", lambda c: c.fetch(self._histories, ids))
+        for row in records:
+            transition = rows.transition_from_row(row)
+            found[transition.task_id].append(transition)
+        return found

@@ -449,6 +449,9 @@ class PostgresTaskStore(TaskStore):
         )
         return [rows.transition_from_row(row) for row in found]
 
+    async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
+        return await self._queue.histories(task_ids)
+
     # -- hot path ------------------------------------------------------------
 
     async def touch(

@@ -415,6 +415,18 @@ class SqliteTaskStore(TaskStore):
         )
         return [r.transition_from_row(row) for row in rows]
 
+    async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
+        found: dict[str, list[Transition]] = {task_id: [] for task_id in task_ids}
+        rows = await self._read(
+            f"SELECT {', '.join(r.TRANSITION_COLUMNS)} FROM transitions"
+            " WHERE task_id IN (SELECT value FROM json_each(?)) ORDER BY task_id, version",
+            (r.dump(sorted(found)),),
+        )
+        for row in rows:
+            transition = r.transition_from_row(row)
+            found[transition.task_id].append(transition)
+        return found
+
     # -- hot path ------------------------------------------------------------
 
     async def touch(

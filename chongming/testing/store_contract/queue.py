@@ -119,6 +119,17 @@ class QueueContract(ContractBase):
                 await _raises(PayloadError, store.enqueue(snapshot, [transition]))
                 assert await store.get("bad") is None
 
+    async def test_histories_answers_like_history_for_each_id(self) -> None:
+        async with self._store() as store:
+            await self._trajectory(store, "done")
+            await self._enqueue(store, "q-1")
+            found = await store.histories(["done", "q-1", "never"])
+            assert set(found) == {"done", "q-1", "never"}
+            for task_id in ("done", "q-1", "never"):
+                assert found[task_id] == await store.history(task_id)
+            assert len(found["done"]) == 4
+            assert await store.histories([]) == {}
+
     # -- claim -----------------------------------------------------------------------
 
     async def test_claim_takes_higher_priority_first_then_fifo(self) -> None:
