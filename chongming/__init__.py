@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from chongming.executors import InlineExecutor as InlineExecutor
     from chongming.executors import ProcessExecutor as ProcessExecutor
     from chongming.executors import ThreadExecutor as ThreadExecutor
+    from chongming.executors import in_child_loop as in_child_loop
     from chongming.pipeline import AggregationPolicy as AggregationPolicy
     from chongming.pipeline import JoinMode as JoinMode
     from chongming.pipeline import NodeSnapshot as NodeSnapshot
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _WHERE: dict[str, str] = {
+    "in_child_loop": "chongming.executors",
     "ProcessExecutor": "chongming.executors",
     "render_pipeline": "chongming.render",
     "UnknownNode": "chongming.errors",
