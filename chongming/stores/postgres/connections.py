@@ -72,4 +72,3 @@ async def keep_session(conn: Any) -> None:
     name is schema-qualified); asyncpg still rolls back an open transaction
     before calling this. A pool passed in by the caller keeps its own reset.
     """
-
