@@ -82,8 +82,21 @@ class Worker:
         self._claims.wake()
 
     async def aclose(self) -> None:
+        """Claim nothing more, and give back what was claimed but has not started."""
         self._host.on_finished = None
         await self._claims.aclose()
+        store = self._plane.store
+        for run in self._host.runs():
+            if run.adopted is None or run.status is not TaskStatus.QUEUED:
+                continue
+            version = run.status_version
+            self._host.forget(run)  # out of admission, its start timer cancelled
+            self._plane.writer.forget(run)
+            try:
+                await store.release_claim(run.task_id, self._owner, version)
+            except ChongmingError as error:
+                # Still ours in the store: reconcile sees a dead owner's queued task.
+                _log.warning("could not give %r back to the queue: %s", run.task_id, error)
 
     def serves(self) -> Serves:
         """Every registered name (unversioned until versions are registered)."""

@@ -235,6 +235,16 @@ class TaskStore(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (claim)")
 
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        """Give a claimed task back to the queue: its owner is cleared.
+
+        Only if it is still ``queued`` at ``expect_version`` and held by
+        ``owner`` (it never started here); ``False`` (nothing written)
+        otherwise. A worker shutting down returns what it claimed but did not
+        start, so a rolling restart loses nothing.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (release_claim)")
+
     # -- history -------------------------------------------------------------
 
     @abc.abstractmethod

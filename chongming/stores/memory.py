@@ -178,6 +178,19 @@ class InMemoryTaskStore(TaskStore):
             claimed.append(mine)
         return claimed
 
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        self._check_open()
+        task = self._tasks.get(task_id)
+        if (
+            task is None
+            or task.owner != owner
+            or task.status is not TaskStatus.QUEUED
+            or task.status_version != expect_version
+        ):
+            return False
+        self._tasks[task_id] = dataclasses.replace(task, owner=None)
+        return True
+
     async def save(
         self,
         snapshot: TaskSnapshot,

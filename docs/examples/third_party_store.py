@@ -129,6 +129,9 @@ class JournalingStore(TaskStore):
     ) -> list[TaskSnapshot]:
         return await self._inner.claim(owner, serves=serves, buckets=buckets, limit=limit)
 
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        return await self._inner.release_claim(task_id, owner, expect_version)
+
 
 class JournalingStoreContract(StoreContract):
     """The contract, bound to ``JournalingStore``; a test module subclasses it as ``Test*``."""

@@ -26,9 +26,9 @@ async def loops(ctx: Any) -> None:
         await asyncio.sleep(0.01)
 
 
-def _worker(path: Path, **options: Any) -> Controller:
+def _worker(path: Path, owner_name: str = "worker-1", **options: Any) -> Controller:
     worker = Controller(
-        store=path, owner="worker-1", work=True, poll_interval=0.05, windows=FAST, **options
+        store=path, owner=owner_name, work=True, poll_interval=0.05, windows=FAST, **options
     )
     worker.register("record", record)
     worker.register("loops", loops)
@@ -104,3 +104,29 @@ async def test_arguments_that_no_longer_fit_end_the_task_failed_not_forever_queu
 async def test_work_needs_a_store() -> None:
     with pytest.raises(ConfigurationError, match="needs a store"):
         Controller(work=True)
+
+
+async def test_closing_a_worker_gives_back_what_it_claimed_but_did_not_start(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "q.db"
+    async with Controller(store=db, owner="client") as client:
+        # One bucket, one slot per bucket: the worker claims both, can start one.
+        first = await client.enqueue("loops", task_id="first", bucket_key="k", priority=1)
+        second = await client.enqueue("loops", task_id="second", bucket_key="k")
+        worker = _worker(db, max_parallel=4, max_parallel_per_bucket=1)
+        async with worker:
+            while (await first.get()).status is not TaskStatus.RUNNING:
+                await asyncio.sleep(0.02)
+            assert (await second.get()).owner == "worker-1"  # claimed, waiting for the bucket
+            assert worker.run_for("second").status is TaskStatus.QUEUED
+        stopped = await first.get()
+        assert stopped.status is TaskStatus.STOPPED  # it was running: stopped by the shutdown
+        back = await second.get()
+        assert (back.status, back.owner) == (TaskStatus.QUEUED, None)
+        assert [t.to_status for t in await client.history("second")] == [TaskStatus.QUEUED]
+        async with _worker(db, owner_name="worker-2") as again:
+            while (await second.get()).status is not TaskStatus.RUNNING:
+                await asyncio.sleep(0.02)
+            assert (await second.get()).owner == "worker-2"
+            assert again.run_for("second").status is TaskStatus.RUNNING

@@ -100,6 +100,10 @@ class WorkQueue:
             f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
         )
         self._held = f"SELECT {_SELECT} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
+        self._release = (
+            f"UPDATE {schema}.tasks SET owner = NULL WHERE task_id = $1 AND owner = $2"
+            " AND status = 'queued' AND status_version = $3 RETURNING task_id"
+        )
         self._histories = (
             "SELECT task_id, version, from_status, to_status, at, trigger, actor, reason,"
             f" attempt FROM {schema}.transitions WHERE task_id = ANY($1::text[])"
@@ -199,3 +203,20 @@ class WorkQueue:
             transition = rows.transition_from_row(row)
             found[transition.task_id].append(transition)
         return found
+
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        # Idempotent: a second run after an unknown outcome finds it released
+        # (owner NULL) and answers False, so ask what the row says after a failure.
+        what = f"releasing the claim on {task_id!r}"
+        try:
+            released = await self._once(
+                what, lambda c: c.fetchval(self._release, task_id, owner, expect_version)
+            )
+            return released is not None
+        except StoreError:
+            raise
+        except Exception as error:
+            if not is_connection_error(error):
+                self._fail(error, what)
+        row = await self._read(what, lambda c: c.fetchrow(self._get_task, task_id))
+        return row is not None and row["owner"] is None and row["status"] == "queued"

@@ -452,6 +452,9 @@ class PostgresTaskStore(TaskStore):
     async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
         return await self._queue.histories(task_ids)
 
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        return await self._queue.release_claim(task_id, owner, expect_version)
+
     # -- hot path ------------------------------------------------------------
 
     async def touch(

@@ -19,7 +19,7 @@ from chongming.stores.codec import dump
 from chongming.stores.sqlite.batch import INSERT_TASK, INSERT_TRANSITION
 from chongming.stores.sqlite.rows import TASK_NAMES, snapshot_from_row
 
-__all__ = ["claim_tasks", "enqueue"]
+__all__ = ["claim_tasks", "enqueue", "release_claim"]
 
 _KEY = "SELECT task_id, digest FROM idempotency_keys WHERE idempotency_key = ?"
 _INSERT_KEY = "INSERT INTO idempotency_keys (idempotency_key, task_id, digest) VALUES (?, ?, ?)"
@@ -99,3 +99,13 @@ def claim_tasks(
     ).fetchall()
     by_id = {snapshot.task_id: snapshot for snapshot in map(snapshot_from_row, found)}
     return [by_id[task_id] for task_id in taken]
+
+
+_RELEASE = (
+    "UPDATE tasks SET owner = NULL WHERE task_id = ? AND owner = ?"
+    " AND status = 'queued' AND status_version = ?"
+)
+
+
+def release_claim(conn: sqlite3.Connection, task_id: str, owner: str, version: int) -> bool:
+    return conn.execute(_RELEASE, (task_id, owner, version)).rowcount == 1

@@ -608,6 +608,10 @@ class SqliteTaskStore(TaskStore):
         )
         return claimed
 
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        released: bool = await self._node_op("release_claim", task_id, owner, expect_version)
+        return released
+
     # -- counts ----------------------------------------------------------------
 
     async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:

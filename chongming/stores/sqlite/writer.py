@@ -336,6 +336,8 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
         return nodes.list_nodes(conn, now)
     if op.action == "enqueue":
         return queue.enqueue(conn, *op.params)
+    if op.action == "release_claim":
+        return queue.release_claim(conn, *op.params)
     if op.action == "claim_tasks":
         owner, serves, buckets, limit = op.params
         return queue.claim_tasks(conn, owner, serves, buckets, limit, now)

@@ -206,3 +206,25 @@ class QueueContract(ContractBase):
                     PayloadError,
                     store.claim(owner, serves=serves, buckets=buckets, limit=limit),  # type: ignore[arg-type]
                 )
+
+    async def test_release_claim_gives_a_claimed_task_back_only_if_unmoved(self) -> None:
+        async with self._store() as store:
+            await self._enqueue(store, "q-1")
+            await self._enqueue(store, "q-2")
+            first, second = await store.claim("node-a", serves=_SERVES, limit=2)
+            assert not await store.release_claim("q-1", "node-b", first.status_version)
+            assert not await store.release_claim("q-1", "node-a", first.status_version + 1)
+            assert await store.release_claim("q-1", "node-a", first.status_version)
+            assert not await store.release_claim("q-1", "node-a", first.status_version)
+            released = await store.get("q-1")
+            assert released is not None
+            assert (released.owner, released.status) == (None, _S.QUEUED)
+            assert released.status_version == first.status_version
+            assert len(await store.history("q-1")) == 1  # no transition: only the owner changed
+            # a moved task is not released: it started on its node
+            moved, transition = next_step(second, _S.STARTING, trigger="scheduler:dispatch")
+            await store.save(moved, expect_version=second.status_version, transitions=[transition])
+            assert not await store.release_claim("q-2", "node-a", second.status_version)
+            assert not await store.release_claim("q-2", "node-a", moved.status_version)
+            again = await store.claim("node-c", serves=_SERVES, limit=5)
+            assert [t.task_id for t in again] == ["q-1"]
