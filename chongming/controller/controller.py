@@ -312,8 +312,13 @@ class Controller:
         timeout: Timeout | None = None,
         executor: ExecutorChoice | None = None,
         priority: int | None = None,
+        version: int | None = None,
     ) -> TaskSpec:
-        """Allow ``fn`` to be submitted as ``name``. Names, never code, cross boundaries."""
+        """Allow ``fn`` to be submitted as ``name``. Names, never code, cross boundaries.
+
+        ``version`` makes it ``name@version``: a worker serves each version it
+        registers, and a task enqueued for a version runs only where it is.
+        """
         self._check_not_closed()
         return self.registry.register(
             name,
@@ -323,6 +328,7 @@ class Controller:
             timeout=timeout,
             executor=executor,
             priority=priority,
+            version=version,
         )
 
     def register_module(self, module: ModuleType) -> list[str]:

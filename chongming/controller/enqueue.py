@@ -62,12 +62,17 @@ def build_enqueued(
     """The row and first transition of an enqueued task; every check happens here.
 
     A name this process has registered is checked against its function
-    (arguments that do not fit are refused now) and lends its tags and
-    priority. A name it has not registered is accepted: the task waits,
-    visibly ``queued`` with no owner, until a worker that serves it starts.
+    (arguments that do not fit are refused now) and lends its tags, priority
+    and, when none is given, its highest registered version. A name it has
+    not registered is accepted: the task waits, visibly ``queued`` with no
+    owner, until a worker that serves it starts.
     """
     name = check_task_name(request.name)
-    spec = registry.get(name) if name in registry else None
+    spec = None
+    if name in registry:
+        versions = registry.versions(name)
+        if request.version is None or request.version in versions:
+            spec = registry.get(name, request.version)
     if spec is not None:
         spec.bind_check(request.args, request.kwargs)
     args, kwargs = json_form_arguments(request.args, request.kwargs, limit)
@@ -79,7 +84,8 @@ def build_enqueued(
     tags = frozenset(spec.tags if spec else ()) | (
         check_tags(request.tags) if request.tags is not None else frozenset()
     )
-    version = request.version
+    # Unversioned enqueue of a name registered here with versions: this process's highest.
+    version = request.version if request.version is not None else (spec.version if spec else None)
     if version is not None and (
         isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**31
     ):

@@ -99,8 +99,9 @@ class Worker:
                 _log.warning("could not give %r back to the queue: %s", run.task_id, error)
 
     def serves(self) -> Serves:
-        """Every registered name (unversioned until versions are registered)."""
-        return dict.fromkeys(self._registry.names, (None,))
+        """Every registered name with the versions registered for it."""
+        registry = self._registry
+        return {name: registry.versions(name) for name in registry.names}
 
     def free_slots(self) -> int:
         counts = self._host.counts()
@@ -112,7 +113,7 @@ class Worker:
         histories = await self._plane.store.histories([s.task_id for s in claimed])
         for stored in claimed:
             try:
-                spec = self._registry.get(stored.name)
+                spec = self._registry.get(stored.name, stored.version)
                 run = self._make_run(spec, stored)
                 run.adopt(stored, histories[stored.task_id])
             except (ChongmingError, ValueError) as error:

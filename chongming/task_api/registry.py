@@ -35,10 +35,11 @@ def check_task_name(name: object) -> str:
 class TaskRegistry:
     """Registered name -> :class:`TaskSpec`. Registering a name twice is an error."""
 
-    __slots__ = ("_specs",)
+    __slots__ = ("_specs", "_versions")
 
     def __init__(self) -> None:
-        self._specs: dict[str, TaskSpec] = {}
+        self._specs: dict[str, TaskSpec] = {}  # name -> its highest version (or the only spec)
+        self._versions: dict[str, dict[int | None, TaskSpec]] = {}
 
     def register(
         self,
@@ -50,11 +51,15 @@ class TaskRegistry:
         timeout: Timeout | None = None,
         executor: ExecutorChoice | None = None,
         priority: int | None = None,
+        version: int | None = None,
     ) -> TaskSpec:
-        """Register ``fn`` under ``name``; options override the ``@task`` spec."""
+        """Register ``fn`` under ``name`` (``name@version``); options override the ``@task`` spec.
+
+        Several versions of one name may be registered side by side (a worker
+        keeps serving the old one while its queued tasks drain); a name is
+        either versioned or not, never both.
+        """
         check_task_name(name)
-        if name in self._specs:
-            raise ConfigurationError(f"task name {name!r} is already registered")
         if not callable(fn):
             raise ConfigurationError(
                 f"cannot register {name!r}: {type(fn).__name__} object is not callable"
@@ -69,8 +74,21 @@ class TaskRegistry:
             timeout=timeout if timeout is not None else (base.timeout if base else None),
             executor=executor if executor is not None else (base.executor if base else None),
             priority=priority if priority is not None else (base.priority if base else 0),
+            version=version if version is not None else (base.version if base else None),
         )
-        self._specs[name] = spec
+        known = self._versions.get(name, {})
+        if spec.version in known:
+            shown = name if spec.version is None else f"{name}@{spec.version}"
+            raise ConfigurationError(f"task name {shown!r} is already registered")
+        if known and (spec.version is None or None in known):
+            raise ConfigurationError(
+                f"task name {name!r} is registered both with and without a version; "
+                "give every registration of a versioned name its version"
+            )
+        self._versions.setdefault(name, {})[spec.version] = spec
+        current = self._specs.get(name)
+        if current is None or (spec.version or 0) > (current.version or 0):
+            self._specs[name] = spec
         return spec
 
     def register_module(self, module: ModuleType) -> list[str]:
@@ -86,11 +104,24 @@ class TaskRegistry:
             names.append(spec.name)
         return sorted(names)
 
-    def get(self, name: str) -> TaskSpec:
+    def get(self, name: str, version: int | None = None) -> TaskSpec:
+        """The spec of ``name`` (its highest version), or of ``name@version``."""
         try:
-            return self._specs[name]
+            spec = self._specs[name]
         except (KeyError, TypeError):
             raise UnknownTask(str(name), tuple(sorted(self._specs))) from None
+        if version is None or spec.version == version:
+            return spec
+        found = self._versions[name].get(version)
+        if found is None:
+            served = ", ".join(str(v) for v in self.versions(name))
+            raise UnknownTask(f"{name}@{version}", (f"{name}@{served}",))
+        return found
+
+    def versions(self, name: str) -> tuple[int | None, ...]:
+        """The registered versions of ``name``, lowest first (``(None,)``: unversioned)."""
+        known = self._versions.get(name, {})
+        return tuple(sorted(known, key=lambda v: -1 if v is None else v))
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs

@@ -33,6 +33,8 @@ class TaskSpec:
     timeout: Timeout | None = None
     executor: ExecutorChoice | None = None
     priority: int = 0
+    #: The registered version (``name@version``); ``None``: unversioned.
+    version: int | None = None
     is_coroutine: bool = False
     signature: inspect.Signature | None = dataclasses.field(default=None, compare=False)
     # Argument shapes (count of positionals, keyword names) already known to bind.
@@ -66,6 +68,7 @@ def build_spec(
     timeout: Timeout | None = None,
     executor: ExecutorChoice | None = None,
     priority: int = 0,
+    version: int | None = None,
 ) -> TaskSpec:
     if not callable(fn):
         raise ConfigurationError(f"a task must be callable, got {type(fn).__name__}")
@@ -81,6 +84,10 @@ def build_spec(
         raise ConfigurationError(f"timeout must be a Timeout, got {type(timeout).__name__}")
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ConfigurationError(f"priority must be an int, got {priority!r}")
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**31
+    ):
+        raise ConfigurationError(f"version must be an int from 0 to 2**31 - 1, got {version!r}")
     signature = _signature(fn)
     is_coroutine = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
@@ -97,6 +104,7 @@ def build_spec(
         timeout=timeout,
         executor=executor,
         priority=priority,
+        version=version,
         is_coroutine=is_coroutine,
         signature=signature,
     )
@@ -155,6 +163,7 @@ def task(
     timeout: Timeout | None = None,
     executor: ExecutorChoice | None = None,
     priority: int = 0,
+    version: int | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -168,6 +177,7 @@ def task(
     timeout: Timeout | None = None,
     executor: ExecutorChoice | None = None,
     priority: int = 0,
+    version: int | None = None,
 ) -> F | Callable[[F], F]:
     """Attach a :class:`TaskSpec` to a function and return the function unchanged.
 
@@ -184,6 +194,7 @@ def task(
             timeout=timeout,
             executor=executor,
             priority=priority,
+            version=version,
         )
         setattr(target, SPEC_ATTRIBUTE, spec)
         return target

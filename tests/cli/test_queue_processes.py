@@ -57,6 +57,5 @@ async def test_three_workers_run_every_task_exactly_once(
     runs = Counter(line.split()[0] for line in ledger.read_text().splitlines())
     assert len(runs) == TASKS  # none missing
     assert set(runs.values()) == {1}  # none twice
-    owners = Counter(final.owner for final in finals)
-    assert set(owners) <= {"w-0", "w-1", "w-2"}
-    assert len(owners) >= 2  # the work was shared
+    # Which worker took how many is up to timing; every task ran on one of them.
+    assert {final.owner for final in finals} <= {"w-0", "w-1", "w-2"}

@@ -130,3 +130,52 @@ async def test_closing_a_worker_gives_back_what_it_claimed_but_did_not_start(
                 await asyncio.sleep(0.02)
             assert (await second.get()).owner == "worker-2"
             assert again.run_for("second").status is TaskStatus.RUNNING
+
+
+async def sync_v1(ctx: Any, tenant: str) -> str:
+    return f"v1:{tenant}"
+
+
+async def sync_v2(ctx: Any, tenant: str) -> str:
+    return f"v2:{tenant}"
+
+
+async def test_a_version_nobody_serves_waits_visibly_until_a_worker_serves_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "q.db"
+    async with Controller(store=db, owner="client") as client:
+        old = await client.enqueue("sync", "A", task_id="old", version=1)
+        new = await client.enqueue("sync", "B", task_id="new", version=2)
+        v2_only = Controller(store=db, owner="w-2", work=True, poll_interval=0.05)
+        v2_only.register("sync", sync_v2, version=2)
+        async with v2_only:
+            assert (await new.wait(timeout=20)).result == "v2:B"
+            await asyncio.sleep(0.3)  # several claim rounds: @1 is left alone
+            waiting = await old.get()
+            assert (waiting.status, waiting.owner) == (TaskStatus.QUEUED, None)
+        both = Controller(store=db, owner="w-1", work=True, poll_interval=0.05)
+        both.register("sync", sync_v1, version=1)
+        both.register("sync", sync_v2, version=2)
+        async with both:
+            final = await old.wait(timeout=20)
+        assert (final.result, final.version, final.owner) == ("v1:A", 1, "w-1")
+
+
+def test_versions_register_side_by_side_and_refuse_mixing() -> None:
+    controller = Controller()
+    controller.register("sync", sync_v1, version=1)
+    controller.register("sync", sync_v2, version=2)
+    assert controller.registry.versions("sync") == (1, 2)
+    assert controller.registry.get("sync").fn is sync_v2  # the highest
+    assert controller.registry.get("sync", 1).fn is sync_v1
+    with pytest.raises(ConfigurationError, match="sync@2"):
+        controller.register("sync", sync_v1, version=2)
+    with pytest.raises(ConfigurationError, match="with and without a version"):
+        controller.register("sync", sync_v1)
+    with pytest.raises(ConfigurationError, match="version"):
+        controller.register("other", sync_v1, version=-1)
+    from chongming import UnknownTask
+
+    with pytest.raises(UnknownTask, match="sync@3"):
+        controller.registry.get("sync", 3)
