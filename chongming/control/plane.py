@@ -10,6 +10,7 @@ submit: a pure query client (``chongming ps``) never does.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -29,7 +30,9 @@ from chongming.control.reconcile import (
 from chongming.control.writethrough import WriteThrough
 from chongming.errors import StoreClosed, StoreError
 from chongming.state.query import TaskQuery
-from chongming.state.status import ACTIVE_STATUSES
+from chongming.state.records import TaskSnapshot
+from chongming.state.status import ACTIVE_STATUSES, TaskStatus
+from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.writes import StateWrite, WriteOutcome
 
@@ -115,6 +118,7 @@ class ControlPlane:
         snapshots = await self.store.query(TaskQuery(statuses=ACTIVE_STATUSES))
         by_id = {snapshot.task_id: snapshot for snapshot in snapshots}
         entries = plan_reconcile(snapshots, nodes, owned_buckets=self.owned_buckets)
+        entries = await self._requeue(entries, by_id, dry_run=dry_run)
         if dry_run:
             return ReconcileReport(dry_run=True, at=at, entries=tuple(entries))
         lost = [entry for entry in entries if entry.outcome is ReconcileOutcome.LOST]
@@ -146,6 +150,37 @@ class ControlPlane:
             )
         final = tuple(settled.get(entry.task_id, entry) for entry in entries)
         return ReconcileReport(dry_run=False, at=at, entries=final)
+
+    async def _requeue(
+        self, entries: list[ReconcileEntry], by_id: dict[str, TaskSnapshot], *, dry_run: bool
+    ) -> list[ReconcileEntry]:
+        """Give back the enqueued, claimed, never started tasks of dead workers."""
+        candidates = [
+            entry
+            for entry in entries
+            if entry.outcome is ReconcileOutcome.ADOPTABLE
+            and entry.was is TaskStatus.QUEUED
+            and entry.owner is not None
+        ]
+        if not candidates:
+            return entries
+        histories = await self.store.histories([entry.task_id for entry in candidates])
+        changed: dict[str, ReconcileEntry] = {}
+        for entry in candidates:
+            history = histories[entry.task_id]
+            if not history or history[0].trigger != Trigger.ENQUEUED:
+                continue  # submitted on its node: its recipe is nobody else's to run
+            owner = entry.owner
+            assert owner is not None
+            version = by_id[entry.task_id].status_version
+            if dry_run or await self.store.release_claim(entry.task_id, owner, version):
+                outcome, detail = ReconcileOutcome.REQUEUED, "given back to the queue"
+            else:
+                outcome, detail = ReconcileOutcome.LET_GO, "the task moved on meanwhile"
+            changed[entry.task_id] = dataclasses.replace(
+                entry, outcome=outcome, detail=f"{entry.detail}; {detail}"
+            )
+        return [changed.get(entry.task_id, entry) for entry in entries]
 
     async def _reconcile_forever(self, interval: float) -> None:
         from chongming.clock import SYSTEM_CLOCK, to_datetime

@@ -9,6 +9,10 @@ For every unfinished task in the buckets this node owns:
   got (trigger ``reconcile:lease_expired``);
 - the lease expired and no carrier existed (``pending blocked queued
   retry_wait``) → **adoptable**: reported, state unchanged (nothing ran);
+- of those, a ``queued`` task that was *enqueued* (its first transition is
+  ``orchestrator:enqueued``) and claimed by the dead worker → **requeued**:
+  its claim is given back (owner cleared, no transition: nothing happened to
+  it), so any worker that serves it takes it;
 - the write of ``lost`` met another version (the owner came back and moved
   the task first) → **let go**: the owner's word stands.
 
@@ -44,6 +48,7 @@ class ReconcileOutcome(enum.StrEnum):
     LOST = "lost"
     ADOPTABLE = "adoptable"
     LET_GO = "let_go"
+    REQUEUED = "requeued"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +88,10 @@ class ReconcileReport:
     @property
     def let_go(self) -> list[ReconcileEntry]:
         return self.of(ReconcileOutcome.LET_GO)
+
+    @property
+    def requeued(self) -> list[ReconcileEntry]:
+        return self.of(ReconcileOutcome.REQUEUED)
 
 
 def plan_reconcile(

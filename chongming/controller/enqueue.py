@@ -24,6 +24,7 @@ from chongming.run.lifecycle import check_tags
 from chongming.state.payload import check_label, check_task_id, json_form_arguments
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
+from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.queue import check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
@@ -31,7 +32,7 @@ from chongming.task_api.registry import TaskRegistry, check_task_name
 __all__ = ["ENQUEUED", "QueuedTask", "build_enqueued"]
 
 #: The trigger of an enqueued task's first transition.
-ENQUEUED = "orchestrator:enqueued"
+ENQUEUED = Trigger.ENQUEUED
 _BOUND = 2**31
 
 

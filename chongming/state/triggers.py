@@ -7,6 +7,7 @@ __all__ = ["Trigger"]
 
 class Trigger:
     DEPENDENCIES_RESOLVED = "orchestrator:dependencies_resolved"
+    ENQUEUED = "orchestrator:enqueued"  # written down for whichever node serves it
     WAITING_FOR_DEPENDENCIES = "orchestrator:waiting_for_dependencies"
     UPSTREAM_FAILED = "orchestrator:upstream_not_succeeded"
     FAIL_FAST = "orchestrator:fail_fast"

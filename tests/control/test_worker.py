@@ -179,3 +179,34 @@ def test_versions_register_side_by_side_and_refuse_mixing() -> None:
 
     with pytest.raises(UnknownTask, match="sync@3"):
         controller.registry.get("sync", 3)
+
+
+async def test_reconcile_gives_back_what_a_dead_worker_claimed_but_never_started(
+    tmp_path: Path,
+) -> None:
+    from chongming.stores.nodes import NodeInfo
+    from chongming.stores.sqlite import SqliteTaskStore
+
+    db = tmp_path / "q.db"
+    async with SqliteTaskStore(db) as store, Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("record", "r", task_id="claimed")
+        dead = NodeInfo(
+            owner="dead-worker", incarnation="i-1", host="h", pid=1, version="0", num_buckets=64
+        )
+        await store.register_node(dead, ttl_seconds=0.2)
+        [claimed] = await store.claim("dead-worker", serves={"record": (None,)}, limit=1)
+        assert claimed.owner == "dead-worker"
+        while any(node.live for node in await store.nodes()):
+            await asyncio.sleep(0.05)  # the worker "died": its lease runs out
+        preview = await client.reconcile(dry_run=True)
+        assert [(e.task_id, e.outcome.value) for e in preview.entries] == [("claimed", "requeued")]
+        assert (await queued.get()).owner == "dead-worker"  # a dry run writes nothing
+        report = await client.reconcile()
+        assert [e.task_id for e in report.requeued] == ["claimed"]
+        back = await queued.get()
+        assert (back.status, back.owner, back.status_version) == (TaskStatus.QUEUED, None, 1)
+        async with _worker(db):
+            final = await queued.wait(timeout=20)
+        assert (final.status, final.owner) == (TaskStatus.SUCCEEDED, "worker-1")
+        steps = [t.trigger for t in await client.history("claimed")]
+        assert steps[:2] == ["orchestrator:enqueued", "scheduler:dispatch"]
