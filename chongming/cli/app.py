@@ -540,7 +540,12 @@ def tasks(ctx: typer.Context, tasks_module: TasksModule, json_flag: JsonFlag = F
 
         async with Controller() as controller:  # in memory: listing touches no store
             await register_tasks(module, controller)
-            return [controller.registry.get(name) for name in controller.registry.names]
+            registry = controller.registry
+            return [
+                registry.get(name, version)
+                for name in registry.names
+                for version in registry.versions(name)
+            ]
 
     try:
         module = load_task_module(tasks_module)

@@ -345,6 +345,7 @@ def _spec_json(spec: TaskSpec) -> dict[str, Any]:
     timeout = spec.timeout
     return {
         "name": spec.name,
+        "version": spec.version,
         "kind": "async" if spec.is_coroutine else "sync",
         "executor": _executor_name(spec),
         "tags": sorted(spec.tags),
@@ -371,7 +372,7 @@ def tasks_text(specs: Sequence[TaskSpec]) -> str:
         timeout = data["timeout"]
         rows.append(
             (
-                spec.name,
+                spec.name if spec.version is None else f"{spec.name}@{spec.version}",
                 data["kind"],
                 data["executor"],
                 ",".join(data["tags"]) or _NONE,

@@ -67,5 +67,7 @@ def register(controller: Controller) -> None:
     controller.register("loops", loops)
     controller.register("deaf", deaf)
     controller.register("mark", mark)
+    controller.register("versioned", double, version=1)
+    controller.register("versioned", echo, version=2)
     retry = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(base=0.01))
     controller.register("boom", boom, retry=retry)

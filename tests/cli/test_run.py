@@ -117,7 +117,17 @@ def test_tasks_lists_the_registry(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["NAME", "KIND", "EXECUTOR", "TAGS", "PRIORITY", "RETRY", "TIMEOUT"]
     rows = {line.split()[0]: line.split() for line in lines[2:]}
-    assert sorted(rows) == ["boom", "deaf", "double", "echo", "loops", "mark", "steps"]
+    assert sorted(rows) == [
+        "boom",
+        "deaf",
+        "double",
+        "echo",
+        "loops",
+        "mark",
+        "steps",
+        "versioned@1",
+        "versioned@2",
+    ]
     assert rows["steps"][1:4] == ["sync", "thread", "etl,slow"]
     assert rows["double"][1:4] == ["async", "loop", "math"]
     assert rows["boom"][5:7] == ["2", "attempts"]
@@ -126,6 +136,7 @@ def test_tasks_lists_the_registry(tmp_path: Path) -> None:
     boom = next(task for task in data["tasks"] if task["name"] == "boom")
     assert boom == {
         "name": "boom",
+        "version": None,
         "kind": "async",
         "executor": "loop",
         "tags": [],

@@ -77,7 +77,9 @@ async def test_a_worker_process_drains_the_queue_and_stops_on_sigterm(
     try:
         lines = _Lines(worker)
         first = await asyncio.to_thread(lines.next)
-        assert first.startswith("worker worker-a serving boom, deaf, double, echo, loops, mark")
+        assert first.startswith(
+            "worker worker-a serving boom, deaf, double, echo, loops, mark, steps, versioned"
+        )
         store = _client_store(where)
         client = Controller(store=store, owner="client")
         async with client:
