@@ -150,6 +150,9 @@ class Controller:
         self.max_payload_bytes = check_limit(max_payload_bytes)
         self.lease_ttl = check_seconds("Controller", "lease_ttl", lease_ttl)
         self.poll_interval = check_seconds("Controller", "poll_interval", poll_interval)
+        if reconcile_interval is None and work:
+            # A worker judges dead peers by default, so their unstarted claims come back.
+            reconcile_interval = self.lease_ttl
         self.reconcile_interval = (
             None
             if reconcile_interval is None

@@ -210,3 +210,25 @@ async def test_reconcile_gives_back_what_a_dead_worker_claimed_but_never_started
         assert (final.status, final.owner) == (TaskStatus.SUCCEEDED, "worker-1")
         steps = [t.trigger for t in await client.history("claimed")]
         assert steps[:2] == ["orchestrator:enqueued", "scheduler:dispatch"]
+
+
+async def test_a_worker_reconciles_by_default_and_takes_over_a_dead_workers_claim(
+    tmp_path: Path,
+) -> None:
+    from chongming.stores.nodes import NodeInfo
+    from chongming.stores.sqlite import SqliteTaskStore
+
+    db = tmp_path / "q.db"
+    async with SqliteTaskStore(db) as store, Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("record", "r", task_id="orphan")
+        dead = NodeInfo(
+            owner="dead-worker", incarnation="i-1", host="h", pid=1, version="0", num_buckets=64
+        )
+        await store.register_node(dead, ttl_seconds=0.2)
+        await store.claim("dead-worker", serves={"record": (None,)}, limit=1)
+        worker = _worker(db, lease_ttl=0.5)  # reconciles every lease_ttl unless told otherwise
+        assert worker.reconcile_interval == 0.5
+        async with worker:
+            final = await queued.wait(timeout=20)
+        assert (final.status, final.owner) == (TaskStatus.SUCCEEDED, "worker-1")
+    assert Controller(store=tmp_path / "other.db").reconcile_interval is None  # not a worker
