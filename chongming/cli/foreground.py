@@ -12,6 +12,7 @@ that never reaches a checkpoint cannot be killed, so it is recorded ``lost``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import signal
 import sys
@@ -114,6 +115,8 @@ async def _follow(run: TaskRun, *, live: bool, stream: IO[str]) -> TaskSnapshot:
             loop.remove_signal_handler(sig)
         if not ended.done():
             ended.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ended
         await interrupts.aclose()
         await asyncio.to_thread(display.close)
     return final

@@ -49,6 +49,7 @@ class ClaimLoop:
         self._batch = batch
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._inflight: asyncio.Future[list[TaskSnapshot]] | None = None
         self.claimed = 0
 
     def start(self) -> None:
@@ -63,7 +64,7 @@ class ClaimLoop:
             self._wake.set()
 
     async def aclose(self) -> None:
-        """Stop claiming (a claim in flight finishes: what it took is adopted)."""
+        """Stop claiming; a claim in flight is awaited to its end (what it took is adopted)."""
         task, self._task = self._task, None
         if task is None:
             return
@@ -72,6 +73,12 @@ class ClaimLoop:
             await task
         except asyncio.CancelledError:
             pass
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None and not inflight.done():
+            try:
+                await inflight
+            except Exception as error:
+                _log.warning("the last claim before closing failed (%s)", error)
 
     async def _claim_forever(self) -> None:
         wake = self._wake
@@ -82,8 +89,9 @@ class ClaimLoop:
             took_all = False
             room = min(self._free_slots(), self._batch)
             if room > 0:
+                self._inflight = asyncio.ensure_future(self._claim(room))
                 try:
-                    claimed = await asyncio.shield(self._claim(room))
+                    claimed = await asyncio.shield(self._inflight)
                 except StoreClosed:
                     return
                 except StoreError as error:
