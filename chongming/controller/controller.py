@@ -415,6 +415,7 @@ class Controller:
         not_before: datetime | None = None,
         idempotency_key: str | None = None,
         version: int | None = None,
+        connection: object | None = None,
         **kwargs: Any,
     ) -> QueuedTask:
         """Persist a ``queued`` task for whichever node serves ``name`` (see docs/work-queue.md).
@@ -425,6 +426,10 @@ class Controller:
         worker (``work=True``) that claims it. The same ``idempotency_key``
         with the same input returns the existing task (``created`` is False);
         with other input it raises :class:`IdempotencyConflict`.
+
+        ``connection``: your own asyncpg connection inside your open
+        transaction, on the database of the store: the task exists if and only
+        if your transaction commits (PostgreSQL store only).
         """
         if self._phase != _Phase.OPEN:
             await self._open()
@@ -447,7 +452,7 @@ class Controller:
         snapshot, transition = build_enqueued(
             request, self.registry, self.clock, self.max_payload_bytes
         )
-        result = await plane.store.enqueue(snapshot, [transition])
+        result = await plane.store.enqueue(snapshot, [transition], connection=connection)
         if self._worker is not None:
             self._worker.wake()
         return QueuedTask(

@@ -200,7 +200,11 @@ class TaskStore(abc.ABC):
     # -- the work queue (work for any node) -------------------------------------
 
     async def enqueue(
-        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
     ) -> Enqueued:
         """Insert a task any node may claim; once per idempotency key.
 
@@ -211,6 +215,13 @@ class TaskStore(abc.ABC):
         with different input :class:`IdempotencyConflict` is raised. A key
         lives as long as its task. Optional: a store without the work queue
         raises ``NotImplementedError``.
+
+        ``connection``: the caller's own connection, inside its open
+        transaction, on the database that holds the store. The task is then
+        written in that transaction (under a savepoint: a refusal leaves the
+        transaction usable) and exists if and only if the caller commits. A
+        store that cannot join the caller's transaction raises
+        :class:`ConfigurationError`.
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (enqueue)")
 

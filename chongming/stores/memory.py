@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 from chongming.errors import (
+    ConfigurationError,
     DuplicateTaskId,
     IdempotencyConflict,
     NodeConflict,
@@ -122,9 +123,17 @@ class InMemoryTaskStore(TaskStore):
         self._append(transitions)
 
     async def enqueue(
-        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
     ) -> Enqueued:
         self._check_open()
+        if connection is not None:
+            raise ConfigurationError(
+                "the in-memory store has no transaction to join; enqueue without connection="
+            )
         check_enqueued(snapshot)
         stored = as_stored(snapshot, self._limit)
         check_transitions(transitions)

@@ -112,9 +112,13 @@ class JournalingStore(TaskStore):
         return await self._inner.task_counts(active_only=active_only)
 
     async def enqueue(
-        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
     ) -> Enqueued:
-        result = await self._inner.enqueue(snapshot, transitions)
+        result = await self._inner.enqueue(snapshot, transitions, connection=connection)
         if result.created:
             self.journal.append(f"enqueue {snapshot.task_id}")
         return result

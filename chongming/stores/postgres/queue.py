@@ -19,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar
 
-from chongming.errors import DuplicateTaskId, IdempotencyConflict, StoreError, StoreUnavailable
+from chongming.errors import (
+    ConfigurationError,
+    DuplicateTaskId,
+    IdempotencyConflict,
+    PayloadError,
+    StoreError,
+    StoreUnavailable,
+)
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
@@ -110,7 +117,13 @@ class WorkQueue:
             " ORDER BY task_id, version"
         )
 
-    async def enqueue(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> Enqueued:
+    async def enqueue(
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition],
+        *,
+        connection: object | None = None,
+    ) -> Enqueued:
         check_enqueued(snapshot)
         params = rows.encode(rows.full_params, snapshot, self._limit)
         transition_rows = rows.transition_rows(transitions, snapshot.task_id)
@@ -132,6 +145,8 @@ class WorkQueue:
                 stored = await conn.fetchrow(self._get_task, snapshot.task_id)
             return Enqueued(snapshot=rows.snapshot_from_row(stored), created=True)
 
+        if connection is not None:
+            return await self._in_callers_transaction(connection, work, what)
         for _ in range(self._attempts):
             try:
                 result: Enqueued = await self._once(what, work)
@@ -150,6 +165,33 @@ class WorkQueue:
                 if key is None:
                     raise DuplicateTaskId(snapshot.task_id)
         raise StoreUnavailable(f"{what}: the connection kept failing; it was not written")
+
+    async def _in_callers_transaction(
+        self, connection: object, work: Callable[[Any], Awaitable[Enqueued]], what: str
+    ) -> Enqueued:
+        """Run the enqueue on the caller's connection, under a savepoint of its transaction.
+
+        No retries: the transaction is the caller's, and so is its outcome.
+        """
+        in_transaction = getattr(connection, "is_in_transaction", None)
+        is_closed = getattr(connection, "is_closed", None)
+        if not callable(in_transaction) or not callable(is_closed):
+            raise ConfigurationError(
+                f"connection= takes an asyncpg connection, got {type(connection).__name__}"
+            )
+        if is_closed():
+            raise ConfigurationError("connection= is closed")
+        if not in_transaction():
+            raise ConfigurationError(
+                "connection= is not inside a transaction: open one (async with "
+                "conn.transaction(): ...) so the task exists only if it commits"
+            )
+        try:
+            return await work(connection)
+        except (StoreError, ConfigurationError, PayloadError):
+            raise
+        except Exception as error:
+            return self._fail(error, what)  # type: ignore[no-any-return]
 
     async def _twin(self, conn: Any, key: str, digest: str) -> Enqueued:
         row = await conn.fetchrow(self._get_key, key)

@@ -534,9 +534,15 @@ class PostgresTaskStore(TaskStore):
     # -- the work queue (postgres/queue.py) -------------------------------------------
 
     async def enqueue(
-        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
     ) -> Enqueued:
-        return await self._queue.enqueue(snapshot, transitions)
+        if connection is not None:
+            await self.open()  # the schema must exist before the caller's transaction uses it
+        return await self._queue.enqueue(snapshot, transitions, connection=connection)
 
     async def claim(
         self,

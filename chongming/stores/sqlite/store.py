@@ -576,8 +576,17 @@ class SqliteTaskStore(TaskStore):
     # -- the work queue (sqlite/queue.py, in the writer's transaction) -------------
 
     async def enqueue(
-        self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
     ) -> Enqueued:
+        if connection is not None:
+            raise ConfigurationError(
+                "enqueue(connection=...) joins the caller's transaction on PostgreSQL only; "
+                "the SQLite store writes through its own connection (enqueue without it)"
+            )
         check_enqueued(snapshot)
         row = r.encode(r.insert_row, snapshot, self._limit)
         check_transitions(transitions, snapshot.task_id)
