@@ -10,6 +10,7 @@ control of a task held elsewhere travels as a command.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -39,7 +40,7 @@ from chongming.controller.support import (
     wait_runs,
 )
 from chongming.controller.support import owned_buckets as check_owned
-from chongming.controller.worker import Worker
+from chongming.controller.worker import Worker, claimed_run
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -192,7 +193,15 @@ class Controller:
                 owner=self.owner,
                 max_parallel=self.limits.max_parallel,
                 owned_buckets=self.owned_buckets,
-                make_run=self._claimed_run,
+                make_run=functools.partial(
+                    claimed_run,
+                    owner=self.owner,
+                    windows=self.windows,
+                    clock=self.clock,
+                    artifact_root=self.artifact_root,
+                    host=self._host,
+                    max_payload_bytes=self.max_payload_bytes,
+                ),
                 poll_interval=self.poll_interval,
             )
         self._pipelines = LivePipelines()
@@ -457,28 +466,6 @@ class Controller:
             self._worker.wake()
         return QueuedTask(
             plane.store, result.snapshot, created=result.created, poll=self.poll_interval
-        )
-
-    def _claimed_run(self, spec: TaskSpec, stored: TaskSnapshot) -> TaskRun:
-        """A local run for a task claimed from the queue (the worker adopts it)."""
-        return TaskRun(
-            spec,
-            stored.args,
-            stored.kwargs,
-            task_id=stored.task_id,
-            name=stored.name,
-            label=stored.label,
-            executor=spec.executor,
-            tags=stored.tags,
-            priority=stored.priority,
-            bucket=stored.bucket,
-            bucket_key=stored.bucket_key,
-            owner=self.owner,
-            windows=self.windows,
-            clock=self.clock,
-            artifact_root=self.artifact_root,
-            host=self._host,
-            max_payload_bytes=self.max_payload_bytes,
         )
 
     async def _admit_durably(self, run: TaskRun, plane: ControlPlane) -> None:

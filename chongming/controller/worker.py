@@ -15,10 +15,13 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chongming.clock import Clock
 from chongming.control.claims import ClaimLoop
 from chongming.errors import ChongmingError
+from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
 from chongming.state.records import Failure, FailureKind, TaskSnapshot
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
     from chongming.controller.host import ControllerHost
     from chongming.run.task_run import TaskRun
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "claimed_run"]
 
 _log = logging.getLogger("chongming.control")
 
@@ -140,3 +143,38 @@ class Worker:
             )
         except ChongmingError as error:
             _log.warning("could not record claimed task %r as failed: %s", stored.task_id, error)
+
+
+def claimed_run(
+    spec: TaskSpec,
+    stored: TaskSnapshot,
+    *,
+    owner: str,
+    windows: ControlWindows,
+    clock: Clock,
+    artifact_root: Path | None,
+    host: ControllerHost,
+    max_payload_bytes: int | None,
+) -> TaskRun:
+    """A local run for a task claimed from the queue (the worker then adopts it)."""
+    from chongming.run.task_run import TaskRun
+
+    return TaskRun(
+        spec,
+        stored.args,
+        stored.kwargs,
+        task_id=stored.task_id,
+        name=stored.name,
+        label=stored.label,
+        executor=spec.executor,
+        tags=stored.tags,
+        priority=stored.priority,
+        bucket=stored.bucket,
+        bucket_key=stored.bucket_key,
+        owner=owner,
+        windows=windows,
+        clock=clock,
+        artifact_root=artifact_root,
+        host=host,
+        max_payload_bytes=max_payload_bytes,
+    )

@@ -16,7 +16,7 @@ from typing import Any
 from chongming.state.payload import json_form
 from chongming.state.records import TaskSnapshot
 
-__all__ = ["as_stored", "close_pool", "discard", "keep_session", "same_write"]
+__all__ = ["as_stored", "close_connection", "close_pool", "discard", "keep_session", "same_write"]
 
 log = logging.getLogger("chongming.stores.postgres")
 
@@ -72,3 +72,14 @@ async def keep_session(conn: Any) -> None:
     name is schema-qualified); asyncpg still rolls back an open transaction
     before calling this. A pool passed in by the caller keeps its own reset.
     """
+
+
+async def close_connection(conn: Any) -> None:
+    """Close a connection of the store's own (the listener's), terminating it if that fails."""
+    try:
+        await asyncio.wait_for(conn.close(), 2.0)
+    except asyncio.CancelledError:
+        conn.terminate()
+        raise
+    except Exception:
+        conn.terminate()

@@ -43,7 +43,13 @@ from chongming.stores.identity import IdentityCache
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.commands import CommandsAndNodes, channel_for
-from chongming.stores.postgres.connections import close_pool, discard, keep_session, same_write
+from chongming.stores.postgres.connections import (
+    close_connection,
+    close_pool,
+    discard,
+    keep_session,
+    same_write,
+)
 from chongming.stores.postgres.driver import (
     is_connection_error,
     load_asyncpg,
@@ -782,13 +788,7 @@ class PostgresTaskStore(TaskStore):
         if not self._owns_pool and self._pool is not None:
             await self._pool.release(conn)
             return
-        try:
-            await asyncio.wait_for(conn.close(), 2.0)
-        except asyncio.CancelledError:
-            conn.terminate()
-            raise
-        except Exception:
-            conn.terminate()
+        await close_connection(conn)
 
 
 _WRITTEN = StateResult(outcome=WriteOutcome.WRITTEN)
