@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from chongming.controller import Controller as Controller
     from chongming.controller import ControllerStats as ControllerStats
     from chongming.controller.enqueue import QueuedTask as QueuedTask
+    from chongming.controller.outbox import OutboxRelay as OutboxRelay
+    from chongming.controller.outbox import install_outbox as install_outbox
+    from chongming.controller.outbox import outbox_enqueue as outbox_enqueue
     from chongming.errors import AdmissionStateError as AdmissionStateError
     from chongming.errors import BucketNotOwned as BucketNotOwned
     from chongming.errors import CheckpointMisuse as CheckpointMisuse
@@ -92,6 +95,9 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _WHERE: dict[str, str] = {
+    "outbox_enqueue": "chongming.controller.outbox",
+    "install_outbox": "chongming.controller.outbox",
+    "OutboxRelay": "chongming.controller.outbox",
     "in_child_loop": "chongming.executors",
     "ProcessExecutor": "chongming.executors",
     "render_pipeline": "chongming.render",
