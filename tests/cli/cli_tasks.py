@@ -46,8 +46,10 @@ def deaf(ctx: TaskContext, seconds: float = 60) -> None:
     DEAF_RELEASE.wait(seconds)
 
 
-def mark(ctx: TaskContext, ledger: str, key: str) -> str:
+def mark(ctx: TaskContext, ledger: str, key: str, seconds: float = 0.0) -> str:
     """Append ``key`` to ``ledger`` (one O_APPEND write: whole lines, even across processes)."""
+    if seconds:
+        time.sleep(seconds)
     fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, f"{key} {os.getpid()}\n".encode())

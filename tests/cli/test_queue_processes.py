@@ -12,6 +12,7 @@ import random
 import signal
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from chongming import Controller, TaskStatus
 from tests.cli.test_processes import _Lines
@@ -59,3 +60,51 @@ async def test_three_workers_run_every_task_exactly_once(
     assert set(runs.values()) == {1}  # none twice
     # Which worker took how many is up to timing; every task ran on one of them.
     assert {final.owner for final in finals} <= {"w-0", "w-1", "w-2"}
+
+
+async def test_a_rolling_restart_under_load_loses_nothing_and_runs_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "tasks.db"
+    ledger = tmp_path / "ledger.txt"
+    options = ["--db", str(db)]
+    started = 0
+
+    def start() -> Any:
+        nonlocal started
+        started += 1
+        return _start(options, "--max-parallel", "3", "--grace", "10", owner=f"w-{started}")
+
+    workers = [start() for _ in range(3)]
+    try:
+        for worker in workers:
+            await asyncio.to_thread(_Lines(worker).next)
+        async with Controller(store=db, owner="client") as client:
+            queued = [
+                await client.enqueue("mark", str(ledger), f"k-{n:03d}", seconds=0.05)
+                for n in range(240)
+            ]
+            store = client.store
+            assert store is not None
+            assert sum(count.count for count in await store.task_counts(active_only=True)) > 0
+            for index in range(3):  # restart every worker, one by one, while they drain
+                old = workers[index]
+                old.send_signal(signal.SIGTERM)
+                assert await asyncio.to_thread(old.wait, DEADLINE) == 0
+                _finish(old)
+                workers[index] = start()
+                await asyncio.to_thread(_Lines(workers[index]).next)
+            finals = [await task.wait(timeout=DEADLINE * 2) for task in queued]
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            await asyncio.to_thread(worker.wait, DEADLINE)
+            _finish(worker)
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * 240
+    runs = Counter(line.split()[0] for line in ledger.read_text().splitlines())
+    assert len(runs) == 240
+    assert set(runs.values()) == {1}
+    owners = {final.owner for final in finals}
+    assert owners & {"w-1", "w-2", "w-3"}  # the first generation ran some
+    assert owners & {"w-4", "w-5", "w-6"}  # and the restarted ones took over the rest
