@@ -70,6 +70,31 @@ async def enqueue_and_drain(
     return enqueue_rate, drain_rate
 
 
+async def start_latency(make_store: Any, samples: int) -> tuple[float, float]:
+    """Enqueue -> ``started_at`` on an idle worker (p50, p99 in ms); it polls once a second."""
+    import statistics
+    from datetime import UTC, datetime
+
+    client_store: TaskStore = make_store()
+    worker_store = make_store(client_store)
+    worker = Controller(store=worker_store, owner="idle", work=True, poll_interval=1.0)
+    worker.register("trivial", trivial)
+    delays = []
+    async with Controller(store=client_store, owner="client") as client, worker:
+        await asyncio.sleep(0.5)
+        for _ in range(samples):
+            sent = datetime.now(UTC)
+            queued = await client.enqueue("trivial")
+            final = await queued.wait(timeout=30)
+            assert final.started_at is not None
+            delays.append((final.started_at - sent).total_seconds() * 1000)
+    await worker_store.close()
+    await drop(client_store)
+    await client_store.close()
+    delays.sort()
+    return statistics.median(delays), delays[int(len(delays) * 0.99) - 1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=10_000)
@@ -98,6 +123,8 @@ def main() -> int:
 
     enq, drain = asyncio.run(enqueue_and_drain(postgres, n, options.chunk, options.max_parallel))
     print(f"  PostgreSQL  enqueue {enq:>8,.0f}/s   drain {drain:>8,.0f}/s")
+    p50, p99 = asyncio.run(start_latency(postgres, 100))
+    print(f"  PostgreSQL  enqueue -> start on an idle worker: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     pgq_drain, pgq_overall = asyncio.run(pgqueuer_drain(n))
     print(f"  pgqueuer    drain {pgq_drain:>8,.0f}/s ({pgq_overall:,.0f}/s counting its enqueue)")
     print(f"ratio: PostgreSQL drain {drain / pgq_drain:.2f}x pgqueuer (goal >= 1.0, aim 1.5)")

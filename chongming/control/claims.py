@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable, Collection
 
 from chongming.errors import StoreClosed, StoreError
@@ -22,6 +23,7 @@ __all__ = ["ClaimLoop"]
 
 _log = logging.getLogger("chongming.control")
 _BACKOFF_MAX = 5.0
+_CLOSED = object()
 
 
 class ClaimLoop:
@@ -50,6 +52,7 @@ class ClaimLoop:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._inflight: asyncio.Future[list[TaskSnapshot]] | None = None
+        self._hint: asyncio.Task[None] | None = None
         self.claimed = 0
 
     def start(self) -> None:
@@ -73,6 +76,13 @@ class ClaimLoop:
             await task
         except asyncio.CancelledError:
             pass
+        hint, self._hint = self._hint, None
+        if hint is not None:
+            hint.cancel()
+            try:
+                await hint
+            except BaseException:
+                pass  # cancelled, or the store's failure: nobody waits for it any more
         inflight, self._inflight = self._inflight, None
         if inflight is not None and not inflight.done():
             try:
@@ -104,11 +114,27 @@ class ClaimLoop:
             if took_all:
                 await asyncio.sleep(0)  # there may be more: look again at once
                 continue
-            try:
-                async with asyncio.timeout(self._poll):
-                    await wake.wait()
-            except TimeoutError:
-                pass
+            if await self._idle(wake) is _CLOSED:
+                return
+
+    async def _idle(self, wake: asyncio.Event) -> object:
+        """Until a local wake, a store hint (PostgreSQL NOTIFY on enqueue) or the poll interval."""
+        hint = self._hint
+        if hint is None or hint.done():
+            if hint is not None and not hint.cancelled():
+                error = hint.exception()
+                if isinstance(error, StoreClosed):
+                    return _CLOSED
+                if error is not None:
+                    _log.warning("waiting for enqueue hints failed (%s); polling", error)
+                    await asyncio.sleep(self._poll)
+            hint = self._hint = asyncio.ensure_future(self._store.wait_queue_hint())
+        woken = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait([woken, hint], timeout=self._poll, return_when=FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+        return None
 
     async def _claim(self, room: int) -> list[TaskSnapshot]:
         """One claim and the adoption of everything it took (never cut in half)."""

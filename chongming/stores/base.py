@@ -246,6 +246,17 @@ class TaskStore(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (claim)")
 
+    async def wait_queue_hint(self) -> None:
+        """Return when a task may have been enqueued. Only a hint: claim afterwards.
+
+        The first call (and any call after the listening session was lost)
+        may return at once. The default never returns; callers wrap it in
+        their poll interval.
+        """
+        import anyio
+
+        await anyio.sleep_forever()
+
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         """Give a claimed task back to the queue: its owner is cleared.
 

@@ -232,3 +232,30 @@ async def test_a_worker_reconciles_by_default_and_takes_over_a_dead_workers_clai
             final = await queued.wait(timeout=20)
         assert (final.status, final.owner) == (TaskStatus.SUCCEEDED, "worker-1")
     assert Controller(store=tmp_path / "other.db").reconcile_interval is None  # not a worker
+
+
+@pytest.mark.postgres
+async def test_on_postgresql_an_idle_worker_is_woken_by_the_enqueue_not_its_poll() -> None:
+    from chongming.stores.postgres import PostgresTaskStore
+    from tests.stores.pg_support import DSN, drop_schema, fresh_name, require_postgres
+
+    require_postgres()
+    schema = fresh_name("ntf")
+    worker_store = PostgresTaskStore(DSN, schema=schema)
+    client_store = PostgresTaskStore(DSN, schema=schema)
+    try:
+        # A poll every 60 s: only the NOTIFY of the enqueue can start the task in time.
+        worker = Controller(store=worker_store, owner="w", work=True, poll_interval=60)
+        worker.register("record", record)
+        async with worker, Controller(store=client_store, owner="client") as client:
+            await asyncio.sleep(0.5)  # the worker is idle, listening
+            queued = await client.enqueue("record", "n", task_id="woken")
+            async with asyncio.timeout(15):
+                while (await queued.get()).status is not TaskStatus.SUCCEEDED:
+                    await asyncio.sleep(0.02)
+        await worker.close(close_store=True)
+        await client.close(close_store=True)
+    finally:
+        await worker_store.close()
+        await client_store.close()
+        await drop_schema(schema)

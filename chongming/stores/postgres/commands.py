@@ -16,9 +16,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from chongming.errors import ConfigurationError, NodeConflict, StoreError, StoreUnavailable
-from chongming.stores.base import Command
+from chongming.stores.base import Command, count_key
 from chongming.stores.checks import check_limit_arg, check_node, check_outcome, check_ttl
-from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord
+from chongming.stores.codec import STATUS_OF
+from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
 from chongming.stores.postgres.sql import Statements
@@ -229,6 +230,21 @@ class CommandsAndNodes:
     async def nodes(self) -> list[NodeRecord]:
         found = await self._read("listing nodes", lambda c: c.fetch(self._sql.nodes))
         return [_node_from_row(row) for row in found]
+
+    async def task_counts(self, *, active_only: bool) -> list[TaskCount]:
+        sql = self._sql.counts_active if active_only else self._sql.counts_all
+        found = await self._read("counting tasks", lambda conn: conn.fetch(sql))
+        counts = [
+            TaskCount(
+                status=STATUS_OF[row["status"]],
+                bucket=row["bucket"],
+                owner=row["owner"],
+                count=row["count"],
+            )
+            for row in found
+        ]
+        counts.sort(key=count_key)
+        return counts
 
     async def _ambiguous(
         self, what: str, work: Work[T], resolve: Callable[[], Awaitable[bool]]

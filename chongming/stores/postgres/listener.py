@@ -45,6 +45,10 @@ class CommandListener:
     def connection(self) -> Any:
         return self._conn
 
+    @property
+    def channel(self) -> str:
+        return self._channel
+
     async def wait(self) -> None:
         """Return on a notification, or once the listener was (re)connected.
 

@@ -30,6 +30,7 @@ from chongming.errors import (
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
+from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
 from chongming.stores.queue import (
     Enqueued,
@@ -56,9 +57,12 @@ def _insert_task(schema: str) -> str:
             values.append(f"ARRAY(SELECT jsonb_array_elements_text(${index}::jsonb))")
         else:
             values.append(f"${index}::{kind}")
+    # The NOTIFY is delivered at commit (never on rollback): idle workers wake then.
+    notify = len(SNAPSHOT_COLUMNS) + 1
     return (
-        f"INSERT INTO {schema}.tasks ({_SELECT}) VALUES ({', '.join(values)})"
-        " ON CONFLICT (task_id) DO NOTHING RETURNING task_id"
+        f"WITH inserted AS (INSERT INTO {schema}.tasks ({_SELECT}) VALUES ({', '.join(values)})"
+        " ON CONFLICT (task_id) DO NOTHING RETURNING task_id)"
+        f" SELECT task_id, pg_notify(${notify}, '') FROM inserted"
     )
 
 
@@ -74,7 +78,10 @@ class WorkQueue:
         fail: Callable[[BaseException, str], Any],
         attempts: int,
         limit: int | None,
+        listener: CommandListener,
     ) -> None:
+        self._listener = listener
+        self._channel = listener.channel
         self._read = read
         self._once = once
         self._fail = fail
@@ -138,7 +145,7 @@ class WorkQueue:
                     and await conn.fetchval(self._insert_key, key, snapshot.task_id, digest) is None
                 ):
                     return await self._twin(conn, key, digest)
-                if await conn.fetchval(self._insert_task, *params) is None:
+                if await conn.fetchval(self._insert_task, *params, self._channel) is None:
                     raise DuplicateTaskId(snapshot.task_id)
                 if transition_rows:
                     await conn.executemany(self._insert_transition, transition_rows)
@@ -262,3 +269,10 @@ class WorkQueue:
                 self._fail(error, what)
         row = await self._read(what, lambda c: c.fetchrow(self._get_task, task_id))
         return row is not None and row["owner"] is None and row["status"] == "queued"
+
+    async def wait_hint(self) -> None:
+        """Return when a task may have been enqueued (a hint: claim afterwards)."""
+        await self._listener.wait()
+
+    async def close(self) -> None:
+        await self._listener.close()

@@ -36,9 +36,8 @@ from chongming.errors import (
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.stores.base import Command, TaskStore, count_key
+from chongming.stores.base import Command, TaskStore
 from chongming.stores.checks import check_time
-from chongming.stores.codec import STATUS_OF
 from chongming.stores.identity import IdentityCache
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.postgres import rows
@@ -166,6 +165,12 @@ class PostgresTaskStore(TaskStore):
             fail=self._raise,
             attempts=read_attempts,
             limit=self._limit,
+            listener=CommandListener(
+                self._listen_connect,
+                self._listen_disconnect,
+                channel_for(schema + "/queue"),
+                probe_interval=listener_probe_interval,
+            ),
         )
         self._state: SchemaState | None = None
         self._open_lock = asyncio.Lock()
@@ -241,6 +246,7 @@ class PostgresTaskStore(TaskStore):
             if self._writer is not None:
                 await self._writer.close(self._close_timeout)
             await self._listener.close()
+            await self._queue.close()
         finally:
             pool, self._pool = self._pool, None
             if pool is not None and self._owns_pool:
@@ -461,6 +467,12 @@ class PostgresTaskStore(TaskStore):
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         return await self._queue.release_claim(task_id, owner, expect_version)
 
+    async def wait_queue_hint(self) -> None:
+        self._check_open()
+        await self.open()
+        with translating("waiting for an enqueue notification", self._scrub):
+            await self._queue.wait_hint()
+
     # -- hot path ------------------------------------------------------------
 
     async def touch(
@@ -563,19 +575,7 @@ class PostgresTaskStore(TaskStore):
     # -- counts ----------------------------------------------------------------
 
     async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
-        sql = self._sql.counts_active if active_only else self._sql.counts_all
-        found = await self._read("counting tasks", lambda conn: conn.fetch(sql))
-        counts = [
-            TaskCount(
-                status=STATUS_OF[row["status"]],
-                bucket=row["bucket"],
-                owner=row["owner"],
-                count=row["count"],
-            )
-            for row in found
-        ]
-        counts.sort(key=count_key)
-        return counts
+        return await self._commands.task_counts(active_only=active_only)
 
     # -- plumbing ------------------------------------------------------------
 
