@@ -70,6 +70,45 @@ async def enqueue_and_drain(
     return enqueue_rate, drain_rate
 
 
+async def drain_with_processes(
+    make_store: Any, options: list[str], n: int, chunk: int, workers: int
+) -> float:
+    """Enqueue ``n`` (not timed), then drain with ``workers`` ``chongming worker`` processes."""
+    import os
+    import signal
+    import subprocess
+
+    client_store: TaskStore = make_store()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
+    async with Controller(store=client_store, owner="client") as client:
+        for first in range(0, n, chunk):
+            await asyncio.gather(
+                *(client.enqueue("trivial") for _ in range(first, min(n, first + chunk)))
+            )
+        started = time.perf_counter()
+        serve = ["worker", "--tasks", "bench_queue_tasks", "--max-parallel", "500"]
+        processes = [
+            subprocess.Popen(  # noqa: ASYNC220 - a benchmark, timed around the drain only
+                [sys.executable, "-m", "chongming", *options, "--owner", f"bench-{k}", *serve],
+                stdout=subprocess.DEVNULL,
+                env=env,
+            )
+            for k in range(workers)
+        ]
+        try:
+            while sum(c.count for c in await client_store.task_counts(active_only=True)):
+                await asyncio.sleep(0.02)
+            rate = n / (time.perf_counter() - started)
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                process.wait(timeout=60)
+    await drop(client_store)
+    await client_store.close()
+    return rate
+
+
 async def start_latency(make_store: Any, samples: int) -> tuple[float, float]:
     """Enqueue -> ``started_at`` on an idle worker (p50, p99 in ms); it polls once a second."""
     import statistics
@@ -112,6 +151,11 @@ def main() -> int:
 
         enq, drain = asyncio.run(enqueue_and_drain(sqlite, n, options.chunk, options.max_parallel))
         print(f"  SQLite      enqueue {enq:>8,.0f}/s   drain {drain:>8,.0f}/s")
+        path.unlink()
+        rate = asyncio.run(
+            drain_with_processes(sqlite, ["--db", str(path)], n, options.chunk, workers=2)
+        )
+        print(f"  SQLite      drain with 2 worker processes {rate:>8,.0f}/s (start included)")
     if options.no_postgres:
         return 0
     schema = "bench_q_" + secrets.token_hex(4)
@@ -123,6 +167,11 @@ def main() -> int:
 
     enq, drain = asyncio.run(enqueue_and_drain(postgres, n, options.chunk, options.max_parallel))
     print(f"  PostgreSQL  enqueue {enq:>8,.0f}/s   drain {drain:>8,.0f}/s")
+    pg_options = ["--db", DSN, "--schema", schema]
+    for workers in (1, 2):
+        rate = asyncio.run(drain_with_processes(postgres, pg_options, n, options.chunk, workers))
+        label = f"drain with {workers} worker process{'es' if workers > 1 else ''}"
+        print(f"  PostgreSQL  {label} {rate:>8,.0f}/s (start included)")
     p50, p99 = asyncio.run(start_latency(postgres, 100))
     print(f"  PostgreSQL  enqueue -> start on an idle worker: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     pgq_drain, pgq_overall = asyncio.run(pgqueuer_drain(n))
