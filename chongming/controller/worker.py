@@ -113,7 +113,8 @@ class Worker:
 
     async def adopt(self, claimed: list[TaskSnapshot]) -> None:
         """Run claimed tasks here, each continuing its stored trajectory."""
-        histories = await self._plane.store.histories([s.task_id for s in claimed])
+        store = self._plane.store
+        histories = await store.histories([s.task_id for s in claimed])
         for stored in claimed:
             try:
                 spec = self._registry.get(stored.name, stored.version)
@@ -122,7 +123,15 @@ class Worker:
             except (ChongmingError, ValueError) as error:
                 await self._refuse(stored, f"cannot run it here: {error}")
                 continue
-            self._host.register(run)
+            try:
+                self._host.register(run)
+            except ChongmingError as error:  # the id is held here already: not ours to run twice
+                run.discard()
+                _log.warning(
+                    "claimed %r but cannot hold it (%s); giving it back", run.task_id, error
+                )
+                await store.release_claim(stored.task_id, self._owner, stored.status_version)
+                continue
             self._plane.writer.adopt(run, stored.status_version)
             run.enter_admission()
 

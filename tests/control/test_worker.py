@@ -259,3 +259,28 @@ async def test_on_postgresql_an_idle_worker_is_woken_by_the_enqueue_not_its_poll
         await worker_store.close()
         await client_store.close()
         await drop_schema(schema)
+
+
+async def test_a_claimed_task_the_worker_cannot_hold_goes_back_and_the_rest_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chongming.controller.host import ControllerHost
+    from chongming.errors import DuplicateTask
+
+    db = tmp_path / "q.db"
+    register = ControllerHost.register
+
+    def refuse_b(host: ControllerHost, run: Any) -> None:
+        if run.task_id == "b":
+            raise DuplicateTask("b")
+        register(host, run)
+
+    async with Controller(store=db, owner="client") as client:
+        tasks = [await client.enqueue("record", t, task_id=t) for t in ("a", "b", "c")]
+        monkeypatch.setattr(ControllerHost, "register", refuse_b)
+        async with _worker(db):
+            finals = [await tasks[i].wait(timeout=20) for i in (0, 2)]
+            assert [f.status for f in finals] == [TaskStatus.SUCCEEDED] * 2
+        monkeypatch.undo()
+        b = await tasks[1].get()
+        assert (b.status, b.owner) == (TaskStatus.QUEUED, None)  # given back, not stranded
