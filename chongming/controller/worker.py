@@ -114,7 +114,16 @@ class Worker:
     async def adopt(self, claimed: list[TaskSnapshot]) -> None:
         """Run claimed tasks here, each continuing its stored trajectory."""
         store = self._plane.store
-        histories = await store.histories([s.task_id for s in claimed])
+        try:
+            histories = await store.histories([s.task_id for s in claimed])
+        except ChongmingError:
+            # Nothing was adopted: give the claims back rather than hold them unrun.
+            for stored in claimed:
+                try:
+                    await store.release_claim(stored.task_id, self._owner, stored.status_version)
+                except ChongmingError:
+                    pass  # still ours in the store: reconcile requeues it if we die
+            raise
         for stored in claimed:
             try:
                 spec = self._registry.get(stored.name, stored.version)

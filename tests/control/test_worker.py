@@ -284,3 +284,30 @@ async def test_a_claimed_task_the_worker_cannot_hold_goes_back_and_the_rest_run(
         monkeypatch.undo()
         b = await tasks[1].get()
         assert (b.status, b.owner) == (TaskStatus.QUEUED, None)  # given back, not stranded
+
+
+async def test_a_store_failure_while_adopting_gives_the_claims_back_then_they_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chongming.errors import StoreUnavailable
+    from chongming.stores.sqlite import SqliteTaskStore
+
+    db = tmp_path / "q.db"
+    histories = SqliteTaskStore.histories
+    failures = 0
+
+    async def flaky(store: SqliteTaskStore, task_ids: Any) -> Any:
+        nonlocal failures
+        if failures == 0:
+            failures += 1
+            raise StoreUnavailable("the store blinked")
+        return await histories(store, task_ids)
+
+    async with Controller(store=db, owner="client") as client:
+        tasks = [await client.enqueue("record", t, task_id=t) for t in ("x", "y")]
+        monkeypatch.setattr(SqliteTaskStore, "histories", flaky)
+        async with _worker(db):
+            finals = [await task.wait(timeout=20) for task in tasks]
+        monkeypatch.undo()
+    assert failures == 1
+    assert [f.status for f in finals] == [TaskStatus.SUCCEEDED] * 2
