@@ -185,7 +185,14 @@ def ps(
         from chongming.cli import views
 
         snapshots = await controller.list_tasks(query)
-        _emit(options, views.ps_json(snapshots), lambda: views.ps_text(snapshots))
+        waiting = [s for s in snapshots if s.status.value == "queued" and s.owner is None]
+        served = views.served_by_live_nodes(await controller.nodes()) if waiting else frozenset()
+        unserved = views.unserved(waiting, served)
+        _emit(
+            options,
+            views.ps_json(snapshots, unserved),
+            lambda: views.ps_text(snapshots, unserved=unserved),
+        )
 
     _run(options, action)
 

@@ -7,7 +7,7 @@ characters, ANSI escapes and bidi overrides and keeps wide characters aligned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,12 +34,14 @@ __all__ = [
     "ps_text",
     "reconcile_json",
     "reconcile_text",
+    "served_by_live_nodes",
     "stats_json",
     "stats_text",
     "status_json",
     "status_text",
     "tasks_json",
     "tasks_text",
+    "unserved",
 ]
 
 _NONE = "-"
@@ -60,12 +62,47 @@ def _cell(value: datetime | None) -> str:
 # -- ps, status, history ------------------------------------------------------------
 
 
-def ps_json(snapshots: Sequence[TaskSnapshot]) -> dict[str, Any]:
-    return {"tasks": [snapshot_to_json(snapshot) for snapshot in snapshots]}
+def ps_json(
+    snapshots: Sequence[TaskSnapshot], unserved: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    return {
+        "tasks": [snapshot_to_json(snapshot) for snapshot in snapshots],
+        "unserved": dict(unserved or {}),
+    }
 
 
-def ps_text(snapshots: Sequence[TaskSnapshot], now: datetime | None = None) -> str:
-    return render_table(snapshots, now=now)
+def ps_text(
+    snapshots: Sequence[TaskSnapshot],
+    now: datetime | None = None,
+    *,
+    unserved: Mapping[str, int] | None = None,
+) -> str:
+    table = render_table(snapshots, now=now)
+    if not unserved:
+        return table
+    waiting = ", ".join(f"{name} ({count})" for name, count in sorted(unserved.items()))
+    return f"{table}\n    no worker serves {escape_text(waiting)}: those tasks wait, queued"
+
+
+def served_by_live_nodes(nodes: Sequence[NodeRecord]) -> frozenset[str]:
+    return frozenset(entry for node in nodes if node.live for entry in node.info.serves)
+
+
+def unserved(waiting: Sequence[TaskSnapshot], served: frozenset[str]) -> dict[str, int]:
+    """``name@N`` (or ``name``) -> how many queued, unowned tasks no live worker serves."""
+    names = {entry.split("@", 1)[0] for entry in served}
+    counts: dict[str, int] = {}
+    for snapshot in waiting:
+        if snapshot.version is None:
+            if snapshot.name in names:
+                continue
+            key = snapshot.name
+        else:
+            key = f"{snapshot.name}@{snapshot.version}"
+            if key in served:
+                continue
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def status_json(snapshot: TaskSnapshot) -> dict[str, Any]:
@@ -225,6 +262,7 @@ def nodes_json(nodes: Sequence[NodeRecord]) -> dict[str, Any]:
                 "started_at": _iso(node.started_at),
                 "renewed_at": _iso(node.renewed_at),
                 "lease_expires_at": _iso(node.lease_expires_at),
+                "serves": sorted(node.info.serves),
             }
             for node in nodes
         ]

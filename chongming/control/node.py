@@ -10,9 +10,11 @@ name): it says so loudly and stops renewing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
+from collections.abc import Callable
 
 from chongming.errors import StoreClosed, StoreError
 from chongming.stores.base import TaskStore
@@ -47,6 +49,8 @@ class NodeLease:
             owned_buckets=owned_buckets,
         )
         self._ttl = ttl
+        #: A worker's names and versions (``name`` / ``name@N``), read when it registers.
+        self.serves: Callable[[], frozenset[str]] | None = None
         self._task: asyncio.Task[None] | None = None
         self.renewals = 0
         self.replaced = False
@@ -59,6 +63,8 @@ class NodeLease:
         """Register (raises :class:`NodeConflict` if a live node holds the name), then renew."""
         if self._task is not None:
             return
+        if self.serves is not None:
+            self.info = dataclasses.replace(self.info, serves=self.serves())
         await self._store.register_node(self.info, ttl_seconds=self._ttl)
         self._task = asyncio.get_running_loop().create_task(
             self._renew_forever(), name="chongming:node-lease"

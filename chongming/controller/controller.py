@@ -29,7 +29,7 @@ from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
 from chongming.control.reconcile import ReconcileReport
-from chongming.controller.enqueue import EnqueueRequest, QueuedTask, build_enqueued
+from chongming.controller.enqueue import EnqueueRequest, QueuedTask, ServedVersions, build_enqueued
 from chongming.controller.host import ControllerHost
 from chongming.controller.statistics import ControllerStats
 from chongming.controller.support import (
@@ -183,6 +183,8 @@ class Controller:
         self._closed: asyncio.Future[None] | None = None
         self._submitted_since_yield = 0
         self._worker: Worker | None = None
+        plane = self._plane
+        self._served = None if plane is None else ServedVersions(plane.store, self.poll_interval)
         if work:
             if self._plane is None:
                 raise ConfigurationError("work=True needs a store: Controller(store=...)")
@@ -444,6 +446,9 @@ class Controller:
             await self._open()
         plane = self._require_plane("enqueue")
         bucket = None if bucket_key is None else self.buckets.bucket_for(bucket_key)
+        served = self._served
+        if version is None and served and isinstance(name, str) and name not in self.registry:
+            version = await served.highest(name)
         request = EnqueueRequest(
             name=name,
             args=args,

@@ -29,7 +29,7 @@ from chongming.stores.base import TaskStore
 from chongming.stores.queue import check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
-__all__ = ["ENQUEUED", "QueuedTask", "build_enqueued"]
+__all__ = ["ENQUEUED", "QueuedTask", "ServedVersions", "build_enqueued"]
 
 #: The trigger of an enqueued task's first transition.
 ENQUEUED = Trigger.ENQUEUED
@@ -180,3 +180,39 @@ class QueuedTask:
 
     def __repr__(self) -> str:
         return f"<QueuedTask {self.task_id!r} created={self.created}>"
+
+
+class ServedVersions:
+    """What live workers serve, read from the node rows at most every ``ttl`` seconds.
+
+    An unversioned enqueue of a name this process has not registered is
+    pinned to the highest version a live worker serves, so a deploy of
+    ``@N+1`` takes new work while ``@N`` drains. A name some live worker
+    serves unversioned, or nobody serves, stays unversioned.
+    """
+
+    __slots__ = ("_read_at", "_served", "_store", "_ttl")
+
+    def __init__(self, store: TaskStore, ttl: float) -> None:
+        self._store = store
+        self._ttl = ttl
+        self._read_at = float("-inf")
+        self._served: frozenset[str] = frozenset()
+
+    async def highest(self, name: str) -> int | None:
+        now = asyncio.get_running_loop().time()
+        if now - self._read_at > self._ttl:
+            nodes = await self._store.nodes()
+            self._served = frozenset(
+                entry for node in nodes if node.live for entry in node.info.serves
+            )
+            self._read_at = now
+        if name in self._served:
+            return None
+        prefix = name + "@"
+        versions = [
+            int(entry[len(prefix) :])
+            for entry in self._served
+            if entry.startswith(prefix) and entry[len(prefix) :].isdigit()
+        ]
+        return max(versions) if versions else None

@@ -77,6 +77,7 @@ class Worker:
         return self._claims.claimed
 
     async def start(self) -> None:
+        self._plane.node.serves = self.served_names  # published in the node row
         await self._plane.become_node()  # claims are made by a live node only
         self._host.on_finished = self._claims.wake
         self._claims.start()
@@ -105,6 +106,14 @@ class Worker:
         """Every registered name with the versions registered for it."""
         registry = self._registry
         return {name: registry.versions(name) for name in registry.names}
+
+    def served_names(self) -> frozenset[str]:
+        """What this worker serves as the node row says it: ``name`` or ``name@N``."""
+        return frozenset(
+            name if version is None else f"{name}@{version}"
+            for name, versions in self.serves().items()
+            for version in versions
+        )
 
     def free_slots(self) -> int:
         counts = self._host.counts()

@@ -205,6 +205,12 @@ def check_node(info: NodeInfo) -> None:
             raise PayloadError("node owned_buckets", "must be a frozenset of ints or None")
         for bucket in info.owned_buckets:
             _check_int(bucket, "node owned bucket", 0, info.num_buckets)
+    if not isinstance(info.serves, frozenset):
+        raise PayloadError("node serves", "must be a frozenset of 'name' or 'name@N' strings")
+    if len(info.serves) > 10_000:
+        raise PayloadError("node serves", "at most 10,000 entries")
+    for entry in info.serves:
+        _check_capped(entry, "node serves entry", MAX_NODE_TEXT_CHARS, empty=False)
 
 
 def check_ttl(ttl_seconds: object, what: str = "ttl_seconds") -> float:

@@ -29,6 +29,8 @@ class NodeInfo:
     under the same owner name is a new incarnation, and an old one that
     wakes up (SIGSTOP, a long GC pause) can tell it was replaced.
     ``owned_buckets`` is ``None`` when the node owns every bucket.
+    ``serves``: what a worker claims from the queue, as ``name`` (an
+    unversioned registration) or ``name@N``; empty for a node that claims nothing.
     """
 
     owner: str
@@ -38,6 +40,7 @@ class NodeInfo:
     version: str
     num_buckets: int
     owned_buckets: frozenset[int] | None = None
+    serves: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,7 +28,7 @@ def test_ps_without_all_shows_only_unfinished_tasks(db: Path) -> None:
     ]
     assert len(lines) == 3  # header, dashes, summary: every task here has ended
     assert lines[2] == "    active 0 (queued 0, holding a slot 0)"
-    assert as_json(invoke(db, "ps", "--json")) == {"tasks": []}
+    assert as_json(invoke(db, "ps", "--json")) == {"tasks": [], "unserved": {}}
 
 
 def test_ps_all_is_the_render_table_format(db: Path) -> None:
@@ -73,7 +73,7 @@ def test_ps_all_is_the_render_table_format(db: Path) -> None:
 
 def test_ps_json_shape_and_filters(db: Path) -> None:
     data = as_json(invoke(db, "--json", "ps", "--all"))
-    assert list(data) == ["tasks"]
+    assert list(data) == ["tasks", "unserved"]
     assert [task["task_id"] for task in data["tasks"]] == ALL_IDS
     ok = data["tasks"][0]
     assert ok["status"] == "succeeded"

@@ -6,6 +6,7 @@ outcome back with the query commands, as another terminal would.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -259,3 +260,33 @@ def test_run_in_a_bucket_this_node_does_not_own_fails(tmp_path: Path) -> None:
         "tenant-A",  # bucket 7 of 64
     )
     assert "bucket" in assert_one_line_error(result)
+
+
+async def test_ps_names_what_no_live_worker_serves(tmp_path: Path) -> None:
+    from chongming import Controller
+
+    db = tmp_path / "q.db"
+    # The client reads what live workers serve at most every poll_interval.
+    async with Controller(store=db, owner="client", poll_interval=0.05) as client:
+        await client.enqueue("sync", task_id="a", version=1)
+        await client.enqueue("sync", task_id="b", version=1)
+        await client.enqueue("report", task_id="c")
+        worker = Controller(store=db, owner="w", work=True, poll_interval=0.05)
+
+        async def sync_v2(ctx: object) -> None:
+            return None
+
+        worker.register("sync", sync_v2, version=2)  # serves sync@2 only
+        async with worker:
+            result = await asyncio.to_thread(invoke, db, "ps")
+            data = as_json(await asyncio.to_thread(invoke, db, "ps", "--json"))
+            await asyncio.sleep(0.1)  # past the client's cached view of the nodes
+            pinned = await client.enqueue("sync", task_id="d")  # pinned to the live @2
+            assert (await pinned.wait(timeout=20)).version == 2
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "    no worker serves report (1), sync@1 (2): those tasks wait, queued"
+    )
+    assert data["unserved"] == {"report": 1, "sync@1": 2}
+    nodes = as_json(await asyncio.to_thread(invoke, db, "nodes", "--json"))["nodes"]
+    assert nodes[0]["serves"] == ["sync@2"]

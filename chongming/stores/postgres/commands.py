@@ -187,6 +187,7 @@ class CommandsAndNodes:
             info.num_buckets,
             owned,
             ttl,
+            sorted(info.serves),
         )
         what = f"registering node {info.owner!r}"
         for _ in range(self._attempts):
@@ -290,6 +291,7 @@ def _node_from_row(row: Mapping[str, Any]) -> NodeRecord:
             version=row["version"],
             num_buckets=row["num_buckets"],
             owned_buckets=None if owned is None else frozenset(owned),
+            serves=frozenset(row["serves"]),
         ),
         started_at=row["started_at"],
         renewed_at=row["renewed_at"],

@@ -37,7 +37,7 @@ _TRANSITION_COLUMNS = (
 _SELECT_TASK = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
 _NODE_COLUMNS = (
     "owner, incarnation, host, pid, version, num_buckets, owned_buckets,"
-    " started_at, renewed_at, lease_expires_at"
+    " started_at, renewed_at, lease_expires_at, serves"
 )
 _ACTIVE_TEXT = ", ".join(
     f"'{status.value}'" for status in sorted(TaskStatus) if status not in TERMINAL_STATUSES
@@ -229,11 +229,12 @@ class Statements:
             register_node=(
                 f"INSERT INTO {s}.nodes AS n ({_NODE_COLUMNS})"
                 " SELECT $1, $2, $3, $4, $5, $6, $7::int[], now.t, now.t,"
-                " now.t + make_interval(secs => $8::float8)"
+                " now.t + make_interval(secs => $8::float8), $9::text[]"
                 " FROM (SELECT clock_timestamp() AS t) AS now"
                 " ON CONFLICT (owner) DO UPDATE SET incarnation = EXCLUDED.incarnation,"
                 " host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,"
                 " num_buckets = EXCLUDED.num_buckets, owned_buckets = EXCLUDED.owned_buckets,"
+                " serves = EXCLUDED.serves,"
                 " started_at = CASE WHEN n.incarnation = EXCLUDED.incarnation"
                 " THEN n.started_at ELSE EXCLUDED.started_at END,"
                 " renewed_at = EXCLUDED.renewed_at, lease_expires_at = EXCLUDED.lease_expires_at"

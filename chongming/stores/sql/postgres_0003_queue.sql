@@ -22,3 +22,7 @@ CREATE TABLE IF NOT EXISTS @schema.idempotency_keys (
     digest          text NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idempotency_keys_task_idx ON @schema.idempotency_keys (task_id);
+
+-- What each worker serves ('name' or 'name@N'): how an enqueue pins a version
+-- and how a task that no live worker serves is shown waiting.
+ALTER TABLE @schema.nodes ADD COLUMN IF NOT EXISTS serves text[] NOT NULL DEFAULT '{}';

@@ -21,3 +21,7 @@ CREATE TABLE idempotency_keys (
     digest          TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX idempotency_keys_by_task ON idempotency_keys (task_id);
+
+-- What each worker serves ('name' or 'name@N'), a JSON array: how an enqueue
+-- pins a version and how a task that no live worker serves is shown waiting.
+ALTER TABLE nodes ADD COLUMN serves TEXT NOT NULL DEFAULT '[]';

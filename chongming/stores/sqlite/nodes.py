@@ -15,6 +15,7 @@ clock catches up).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -46,6 +47,7 @@ NODE_COLUMNS = (
     "started_at",
     "renewed_at",
     "lease_expires_at",
+    "serves",
 )
 _SELECT_NODE = f"SELECT {', '.join(NODE_COLUMNS)} FROM nodes"
 _UPSERT_NODE = (
@@ -73,6 +75,7 @@ def node_from_row(row: Sequence[Any], now: int) -> NodeRecord:
             version=row[4],
             num_buckets=row[5],
             owned_buckets=None if owned is None else frozenset(_loads_ints(owned)),
+            serves=frozenset(json.loads(row[10])),
         ),
         started_at=from_micros(row[7]),
         renewed_at=from_micros(row[8]),
@@ -110,6 +113,7 @@ def register_node(
         started,
         now,
         now + ttl_micros,
+        dump(sorted(info.serves)),
     )
     conn.execute(_UPSERT_NODE, row)
     return node_from_row(row, now)

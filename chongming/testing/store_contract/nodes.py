@@ -43,6 +43,24 @@ class NodeContract(ContractBase):
             assert [record.info for record in listed] == [info, everyone]
             assert listed[0] == registered
 
+    async def test_a_node_says_what_it_serves(self) -> None:
+        async with self._store() as store:
+            info = _node("worker", serves=frozenset({"sync@1", "sync@2", HOSTILE_STRINGS[8]}))
+            registered = await store.register_node(info, ttl_seconds=self.long_lease_seconds)
+            assert registered.info == info
+            assert [record.info for record in await store.nodes()] == [info]
+            again = dataclasses.replace(info, serves=frozenset({"sync@2"}))
+            await store.register_node(again, ttl_seconds=self.long_lease_seconds)
+            assert [record.info.serves for record in await store.nodes()] == [again.serves]
+            for bad in (frozenset({"nul\x00"}), frozenset({""}), ["sync"]):
+                await _raises(
+                    PayloadError,
+                    store.register_node(
+                        _node("other", serves=bad), ttl_seconds=self.long_lease_seconds
+                    ),
+                )
+            assert [record.info.owner for record in await store.nodes()] == ["worker"]
+
     async def test_a_live_owner_of_another_incarnation_is_refused_and_kept(self) -> None:
         async with self._store() as store:
             first = _node("node-a", "inc-1", host="alpha", pid=11)
