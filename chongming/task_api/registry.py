@@ -8,6 +8,7 @@ arbitrary callable would be remote code execution.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Collection, Iterator
 from types import ModuleType
 from typing import Any
@@ -20,6 +21,7 @@ from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, bu
 __all__ = ["TaskRegistry", "check_task_name"]
 
 MAX_NAME_LENGTH = 200
+_VERSION_SUFFIX = re.compile(r"@\d+$")
 
 
 def check_task_name(name: object) -> str:
@@ -29,6 +31,11 @@ def check_task_name(name: object) -> str:
         raise ConfigurationError(f"task names have 1 to {MAX_NAME_LENGTH} characters")
     if not name.isprintable() or name != name.strip():
         raise ConfigurationError(f"task name {name!r} contains whitespace or control characters")
+    if _VERSION_SUFFIX.search(name):
+        raise ConfigurationError(
+            f"task name {name!r} ends in @<digits>, which reads as a version (name@N); "
+            "register the name with version= instead"
+        )
     return name
 
 

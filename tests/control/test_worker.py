@@ -175,6 +175,8 @@ def test_versions_register_side_by_side_and_refuse_mixing() -> None:
         controller.register("sync", sync_v1)
     with pytest.raises(ConfigurationError, match="version"):
         controller.register("other", sync_v1, version=-1)
+    with pytest.raises(ConfigurationError, match="reads as a version"):
+        controller.register("sync@3", sync_v1)  # would be taken for sync, version 3
     from chongming import UnknownTask
 
     with pytest.raises(UnknownTask, match="sync@3"):
