@@ -55,7 +55,9 @@ def resolve_executor(
         return _SHARED_INLINE
     if choice == "process":
         raise ConfigurationError(
-            "executor='process' is not available yet; use 'thread' or an Executor instance"
+            "executor='process' takes an instance: executor=ProcessExecutor(max_workers=..., "
+            "start_method=..., grace=...); worker processes are a resource you size and "
+            "close, so none is made implicitly"
         )
     if isinstance(choice, Executor):
         choice.check_target(spec.fn)

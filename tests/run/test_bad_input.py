@@ -201,3 +201,13 @@ async def test_payloads_over_the_cap() -> None:
     assert outcome.failure is not None
     assert outcome.failure.kind is FailureKind.RESULT_INVALID
     assert "limit" in outcome.failure.message
+
+
+def test_executor_process_as_a_string_points_to_the_instance() -> None:
+    from chongming import ConfigurationError
+
+    def sync(ctx: object) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError, match=r"executor=ProcessExecutor\("):
+        TaskRun(sync, executor="process")
