@@ -183,10 +183,11 @@ def ps(
 
     async def action(controller: Controller) -> None:
         from chongming.cli import views
+        from chongming.stores.nodes import served_by_live_nodes
 
         snapshots = await controller.list_tasks(query)
         waiting = [s for s in snapshots if s.status.value == "queued" and s.owner is None]
-        served = views.served_by_live_nodes(await controller.nodes()) if waiting else frozenset()
+        served = served_by_live_nodes(await controller.nodes()) if waiting else frozenset()
         unserved = views.unserved(waiting, served)
         _emit(
             options,
@@ -436,166 +437,6 @@ def reconcile(
     _run(options, action)
 
 
-# -- task modules: run and tasks ----------------------------------------------------------
-
-TasksModule = Annotated[
-    str,
-    typer.Option(
-        "--tasks",
-        help="The task module: importable, defines register(controller).",
-        show_default=False,
-    ),
-]
-
-
-@app.command()
-def run(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="A task name the module registers.")],
-    tasks_module: TasksModule,
-    arg: Annotated[
-        list[str] | None,
-        typer.Option("--arg", help="A keyword argument key=value (JSON if it parses)."),
-    ] = None,
-    json_args: Annotated[
-        str | None, typer.Option("--json-args", help="Keyword arguments as a JSON object.")
-    ] = None,
-    task_id: Annotated[str | None, typer.Option("--task-id", help="The task id.")] = None,
-    bucket_key: Annotated[
-        str | None, typer.Option("--bucket-key", help="Key that picks the bucket.")
-    ] = None,
-    label: Annotated[str | None, typer.Option("--label", help="A label for people.")] = None,
-    json_flag: JsonFlag = False,
-) -> None:
-    """Run one registered task in the foreground until it ends (exit 3 unless it succeeded).
-
-    Ctrl-C asks the task to stop within its grace window; a second Ctrl-C
-    forces the stop.
-    """
-    from chongming.cli.foreground import (
-        RunRequest,
-        leave_abandoned_threads,
-        result_text,
-        run_in_foreground,
-    )
-    from chongming.cli.session import CliError
-    from chongming.cli.task_modules import load_task_module, parse_arguments
-    from chongming.errors import ChongmingError
-
-    options = _options(ctx, json_flag)
-    try:
-        kwargs = parse_arguments(arg or [], json_args)
-        _check_run_inputs(name, kwargs, task_id, bucket_key, label)
-        module = load_task_module(tasks_module)
-        request = RunRequest(
-            module=module,
-            name=name,
-            kwargs=kwargs,
-            task_id=task_id,
-            bucket_key=bucket_key,
-            label=label,
-        )
-        result = run_in_foreground(options, request, live=sys.stdout.isatty())
-    except (CliError, ChongmingError, OSError) as error:
-        _fail(error, options.debug)
-    except KeyboardInterrupt:
-        _fail(CliError("interrupted before the task started; nothing runs"), options.debug)
-    from chongming.cli import views
-
-    _emit(options, views.status_json(result.snapshot), lambda: result_text(result.snapshot))
-    leave_abandoned_threads(result)
-    raise typer.Exit(result.exit_code)
-
-
-def _check_run_inputs(
-    name: str,
-    kwargs: dict[str, Any],
-    task_id: str | None,
-    bucket_key: str | None,
-    label: str | None,
-) -> None:
-    """Everything that can be refused before the store is opened (so it stays untouched)."""
-    from chongming.cli.session import CliError, check_id
-    from chongming.errors import ConfigurationError, PayloadError
-    from chongming.state.payload import check_label, json_form_arguments
-    from chongming.task_api.registry import check_task_name
-
-    try:
-        check_task_name(name)
-        if task_id is not None:
-            check_id(task_id)
-        if label is not None:
-            check_label(label)
-        if bucket_key is not None and not bucket_key:
-            raise CliError("--bucket-key must not be empty")
-        json_form_arguments((), kwargs)
-    except (ConfigurationError, PayloadError) as error:
-        raise CliError(str(error)) from None
-
-
-@app.command()
-def tasks(ctx: typer.Context, tasks_module: TasksModule, json_flag: JsonFlag = False) -> None:
-    """List the task names a module registers, with tags, executor and policies."""
-    from chongming.cli.session import CliError
-    from chongming.cli.task_modules import load_task_module, register_tasks
-    from chongming.errors import ChongmingError
-
-    options = _options(ctx, json_flag)
-
-    async def registered() -> list[Any]:
-        from chongming.controller.controller import Controller
-
-        async with Controller() as controller:  # in memory: listing touches no store
-            await register_tasks(module, controller)
-            registry = controller.registry
-            return [
-                registry.get(name, version)
-                for name in registry.names
-                for version in registry.versions(name)
-            ]
-
-    try:
-        module = load_task_module(tasks_module)
-        import asyncio
-
-        specs = asyncio.run(registered())
-    except (CliError, ChongmingError) as error:
-        _fail(error, options.debug)
-    from chongming.cli import views
-
-    _emit(options, views.tasks_json(module.__name__, specs), lambda: views.tasks_text(specs))
-
-
-@app.command()
-def worker(
-    ctx: typer.Context,
-    tasks_module: TasksModule,
-    max_parallel: Annotated[
-        int, typer.Option("--max-parallel", help="Tasks this worker runs at once.")
-    ] = 10,
-    grace: Annotated[
-        float, typer.Option("--grace", help="Seconds running tasks get to finish on SIGTERM.")
-    ] = 30.0,
-) -> None:
-    """Claim and run queued tasks the module registers, until SIGTERM or Ctrl-C."""
-    from chongming.cli.session import CliError
-    from chongming.cli.task_modules import load_task_module
-    from chongming.cli.worker_command import run_worker
-    from chongming.errors import ChongmingError
-
-    options = _options(ctx, False)
-    try:
-        if max_parallel < 1:
-            raise CliError(f"--max-parallel must be at least 1, got {max_parallel}")
-        if not grace >= 0:
-            raise CliError(f"--grace must be a number of seconds >= 0, got {grace}")
-        module = load_task_module(tasks_module)
-        code = run_worker(options, module, max_parallel=max_parallel, grace=grace)
-    except (CliError, ChongmingError, OSError) as error:
-        _fail(error, options.debug)
-    raise typer.Exit(code)
-
-
 @app.command()
 def version() -> None:
     """Print the installed version."""
@@ -606,3 +447,8 @@ def version() -> None:
 
 def main() -> None:
     app(prog_name="chongming")
+
+
+# The commands that load a task module live in their own module; importing it
+# registers them on ``app`` (it needs the helpers above, so it comes last).
+from chongming.cli import task_commands as _task_commands  # noqa: E402, F401

@@ -34,7 +34,6 @@ __all__ = [
     "ps_text",
     "reconcile_json",
     "reconcile_text",
-    "served_by_live_nodes",
     "stats_json",
     "stats_text",
     "status_json",
@@ -82,10 +81,6 @@ def ps_text(
         return table
     waiting = ", ".join(f"{name} ({count})" for name, count in sorted(unserved.items()))
     return f"{table}\n    no worker serves {escape_text(waiting)}: those tasks wait, queued"
-
-
-def served_by_live_nodes(nodes: Sequence[NodeRecord]) -> frozenset[str]:
-    return frozenset(entry for node in nodes if node.live for entry in node.info.serves)
 
 
 def unserved(waiting: Sequence[TaskSnapshot], served: frozenset[str]) -> dict[str, int]:

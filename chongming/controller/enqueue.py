@@ -21,11 +21,17 @@ from chongming.clock import Clock, to_datetime
 from chongming.errors import ConfigurationError, PayloadError, TaskNotFound
 from chongming.run.defaults import new_task_id
 from chongming.run.lifecycle import check_tags
-from chongming.state.payload import check_label, check_task_id, json_form_arguments
+from chongming.state.payload import (
+    check_label,
+    check_task_id,
+    json_form_arguments,
+    valid_version,
+)
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
+from chongming.stores.nodes import served_by_live_nodes
 from chongming.stores.queue import check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
@@ -87,9 +93,7 @@ def build_enqueued(
     )
     # Unversioned enqueue of a name registered here with versions: this process's highest.
     version = request.version if request.version is not None else (spec.version if spec else None)
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**31
-    ):
+    if version is not None and not valid_version(version):
         raise ConfigurationError(f"version must be an int from 0 to 2**31 - 1, got {version!r}")
     not_before = request.not_before
     if not_before is not None:
@@ -202,10 +206,7 @@ class ServedVersions:
     async def highest(self, name: str) -> int | None:
         now = asyncio.get_running_loop().time()
         if now - self._read_at > self._ttl:
-            nodes = await self._store.nodes()
-            self._served = frozenset(
-                entry for node in nodes if node.live for entry in node.info.serves
-            )
+            self._served = served_by_live_nodes(await self._store.nodes())
             self._read_at = now
         if name in self._served:
             return None

@@ -7,9 +7,9 @@ this class adds what users call.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
 
 from chongming.clock import to_datetime
 from chongming.errors import ConfigurationError
@@ -52,7 +52,7 @@ class TaskRun(RunLifecycle):
         record = self._record
         beat = self.heartbeat_at()
         heartbeat = None if beat is None else to_datetime(beat)
-        return TaskSnapshot(
+        snapshot = TaskSnapshot(
             task_id=self.task_id,
             name=self.name,
             label=self.label,
@@ -76,7 +76,16 @@ class TaskRun(RunLifecycle):
             result=self._result,
             args=self._inputs.args,
             kwargs=self._inputs.kwargs,
-            **(_recipe_of(self.adopted) if self.adopted is not None else {}),
+        )
+        stored = self.adopted
+        if stored is None:  # the hot path: a task made here has no queue fields
+            return snapshot
+        # A claimed task keeps the queue fields of its stored row.
+        return dataclasses.replace(
+            snapshot,
+            version=stored.version,
+            not_before=stored.not_before,
+            idempotency_key=stored.idempotency_key,
         )
 
     def _build_outcome(self) -> Outcome:
@@ -244,12 +253,3 @@ class TaskRun(RunLifecycle):
     def __repr__(self) -> str:
         record = self._record
         return f"<TaskRun {self.task_id!r} {self.name!r} {record.status.value} v{record.version}>"
-
-
-def _recipe_of(stored: TaskSnapshot) -> dict[str, Any]:
-    """The queue fields a claimed task keeps from its stored row."""
-    return {
-        "version": stored.version,
-        "not_before": stored.not_before,
-        "idempotency_key": stored.idempotency_key,
-    }

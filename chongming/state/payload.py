@@ -302,3 +302,8 @@ def _has_control_characters(value: str) -> bool:
     if value.isascii():
         return not value.isprintable()
     return any(unicodedata.category(c) == "Cc" for c in value)
+
+
+def valid_version(value: object) -> bool:
+    """A registered task version: an int from 0 to 2**31 - 1 (``name@N``)."""
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < 2**31

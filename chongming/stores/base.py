@@ -35,7 +35,7 @@ import enum
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from chongming.errors import (
     DuplicateTaskId,
@@ -48,8 +48,10 @@ from chongming.errors import (
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord, TaskCount
-from chongming.stores.queue import Enqueued, Serves
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
+
+if TYPE_CHECKING:  # queue.py uses stores.checks, which imports this module
+    from chongming.stores.queue import Enqueued, Serves
 
 __all__ = [
     "Command",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,14 @@ from chongming.state.status import TaskStatus
 if TYPE_CHECKING:
     from chongming.stores.base import Command
 
-__all__ = ["CommandRecord", "CommandState", "NodeInfo", "NodeRecord", "TaskCount"]
+__all__ = [
+    "CommandRecord",
+    "CommandState",
+    "NodeInfo",
+    "NodeRecord",
+    "TaskCount",
+    "served_by_live_nodes",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,3 +86,8 @@ class TaskCount:
     bucket: int | None
     owner: str | None
     count: int
+
+
+def served_by_live_nodes(nodes: Iterable[NodeRecord]) -> frozenset[str]:
+    """Every ``name`` / ``name@N`` some live node serves."""
+    return frozenset(entry for node in nodes if node.live for entry in node.info.serves)

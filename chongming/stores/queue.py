@@ -14,8 +14,9 @@ import json
 from collections.abc import Collection, Mapping
 
 from chongming.errors import PayloadError
-from chongming.state.payload import check_json_value
+from chongming.state.payload import valid_version
 from chongming.state.records import TaskSnapshot
+from chongming.stores.checks import check_text
 
 __all__ = [
     "MAX_IDEMPOTENCY_KEY",
@@ -40,12 +41,6 @@ class Enqueued:
 
     snapshot: TaskSnapshot
     created: bool  # False: the idempotency key already named this task, same input
-
-
-def check_text(value: object, what: str) -> None:
-    if not isinstance(value, str):
-        raise PayloadError(what, f"must be a string, got {type(value).__name__}")
-    check_json_value(value, what)
 
 
 def check_idempotency_key(key: object) -> str:
@@ -83,6 +78,8 @@ def check_claim(owner: object, serves: object, buckets: object, limit: object) -
     if not isinstance(serves, Mapping):
         raise PayloadError("serves", f"must be a mapping of name to versions, got {serves!r}")
     for name, versions in serves.items():
+        if not isinstance(name, str):
+            raise PayloadError("serves", f"names are strings, got {name!r}")
         check_text(name, "serves name")
         for version in versions:
             if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
@@ -104,7 +101,5 @@ def check_enqueued(snapshot: TaskSnapshot) -> None:
     if snapshot.idempotency_key is not None:
         check_idempotency_key(snapshot.idempotency_key)
     version = snapshot.version
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**31
-    ):
+    if version is not None and not valid_version(version):
         raise PayloadError("version", f"must be an int from 0 to 2**31 - 1, got {version!r}")

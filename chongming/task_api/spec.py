@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeVar, overload
 from chongming.errors import ConfigurationError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
+from chongming.state.payload import valid_version
 
 __all__ = ["SPEC_ATTRIBUTE", "ExecutorChoice", "TaskSpec", "spec_for", "task"]
 
@@ -84,9 +85,7 @@ def build_spec(
         raise ConfigurationError(f"timeout must be a Timeout, got {type(timeout).__name__}")
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ConfigurationError(f"priority must be an int, got {priority!r}")
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**31
-    ):
+    if version is not None and not valid_version(version):
         raise ConfigurationError(f"version must be an int from 0 to 2**31 - 1, got {version!r}")
     signature = _signature(fn)
     is_coroutine = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
