@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chongming.blocking import BlockingController as BlockingController
+    from chongming.blocking import BlockingQueuedTask as BlockingQueuedTask
     from chongming.blocking import BlockingTaskRun as BlockingTaskRun
     from chongming.control import PersistFailures as PersistFailures
     from chongming.control import open_store as open_store
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from chongming.errors import StoreUnavailable as StoreUnavailable
     from chongming.errors import TaskCancelled as TaskCancelled
     from chongming.errors import TaskNotFound as TaskNotFound
+    from chongming.errors import UnknownClusterLimit as UnknownClusterLimit
     from chongming.errors import UnknownNode as UnknownNode
     from chongming.errors import UnknownTask as UnknownTask
     from chongming.errors import UnknownUpstream as UnknownUpstream
@@ -120,7 +122,9 @@ _WHERE: dict[str, str] = {
     "AdmissionStateError": "chongming.errors",
     "Backoff": "chongming.policies",
     "BlockingController": "chongming.blocking",
+    "BlockingQueuedTask": "chongming.blocking",
     "BlockingTaskRun": "chongming.blocking",
+    "UnknownClusterLimit": "chongming.errors",
     "BucketNotOwned": "chongming.errors",
     "BucketPolicy": "chongming.scheduler",
     "CheckpointMisuse": "chongming.errors",

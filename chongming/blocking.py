@@ -61,12 +61,19 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from chongming.controller.controller import Controller
+from chongming.controller.enqueue import QueuedTask
 from chongming.errors import ConfigurationError, ControllerClosed
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun
 from chongming.state.records import TaskSnapshot, Transition
 
-__all__ = ["BlockingController", "BlockingTaskRun", "blocking_twin", "loop_twin"]
+__all__ = [
+    "BlockingController",
+    "BlockingQueuedTask",
+    "BlockingTaskRun",
+    "blocking_twin",
+    "loop_twin",
+]
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -158,6 +165,27 @@ class _LateHandle:
     """Stands for ``BlockingTaskRun`` in annotations until that class exists."""
 
 
+class _LateQueued:
+    """Stands for ``BlockingQueuedTask`` in annotations until that class exists."""
+
+
+def _returning_queued(
+    twin: Callable[Concatenate[_Bridge, _P], QueuedTask],
+) -> Callable[Concatenate[BlockingController, _P], BlockingQueuedTask]:
+    """``twin``, answering with the sync handle of the ``QueuedTask`` it returns."""
+
+    def wrapped(
+        self: BlockingController, /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> BlockingQueuedTask:
+        return BlockingQueuedTask(self, twin(self, *args, **kwargs))
+
+    functools.update_wrapper(wrapped, twin)
+    signature = inspect.signature(twin).replace(return_annotation="BlockingQueuedTask")
+    wrapped.__signature__ = signature  # type: ignore[attr-defined]
+    wrapped.__annotations__ = {**wrapped.__annotations__, "return": _LateQueued}
+    return wrapped
+
+
 def _adopt_twins(cls: type) -> None:
     """Give the twins in ``cls`` its module and qualified name (``help()`` shows them)."""
     for name, value in vars(cls).items():
@@ -166,6 +194,8 @@ def _adopt_twins(cls: type) -> None:
             value.__module__ = cls.__module__
             if value.__annotations__.get("return") is _LateHandle:
                 value.__annotations__["return"] = BlockingTaskRun
+            if value.__annotations__.get("return") is _LateQueued:
+                value.__annotations__["return"] = BlockingQueuedTask
 
 
 class _Phase:
@@ -326,6 +356,7 @@ class BlockingController:
     # mypy refuses ``self`` followed by ``*args`` in Concatenate, yet infers the right
     # ParamSpec (the twin is typed ``(name: str, *args: Any, task_id: ...) -> ...``).
     submit = _returning_handle(blocking_twin(Controller.submit))  # type: ignore[arg-type]
+    enqueue = _returning_queued(blocking_twin(Controller.enqueue))  # type: ignore[arg-type]
     get = blocking_twin(Controller.get)
     history = blocking_twin(Controller.history)
     list_tasks = blocking_twin(Controller.list_tasks)
@@ -397,8 +428,37 @@ class BlockingTaskRun:
         return f"<BlockingTaskRun {self.task_id!r}>"
 
 
+class BlockingQueuedTask:
+    """The sync handle of one enqueued task: it follows the task through the store."""
+
+    __slots__ = ("_owner", "_queued", "created", "snapshot", "task_id")
+
+    def __init__(self, owner: BlockingController, queued: QueuedTask) -> None:
+        self._owner = owner
+        self._queued = queued
+        self.task_id = queued.task_id
+        #: False when an idempotency key answered with a task enqueued earlier.
+        self.created = queued.created
+        #: The task as the store held it when ``enqueue`` returned.
+        self.snapshot = queued.snapshot
+
+    @property
+    def _bridge_target(self) -> QueuedTask:
+        return self._queued
+
+    def _bridge_call(self, call: Callable[[], Any], /) -> Any:
+        return self._owner._bridge_call(call)
+
+    get = blocking_twin(QueuedTask.get)
+    wait = blocking_twin(QueuedTask.wait)
+
+    def __repr__(self) -> str:
+        return f"<BlockingQueuedTask {self.task_id!r} created={self.created}>"
+
+
 _adopt_twins(BlockingController)
 _adopt_twins(BlockingTaskRun)
+_adopt_twins(BlockingQueuedTask)
 
 
 def _stop_portal(portal: BlockingPortal) -> None:

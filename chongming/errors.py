@@ -32,6 +32,8 @@ keeps working for callers who do not know chongming::
         ├── StoreBusy                      SQLite stayed locked past its busy timeout
         ├── StoreFull                      the disk or the database size limit is full
         ├── NodeConflict                   another live node already runs under this owner name
+        ├── IdempotencyConflict            a key reused with different input
+        ├── UnknownClusterLimit (LookupError)  slots asked of a limit the store does not hold
         └── SchemaError                    the schema is newer than this code, or broken
 
 Messages are built from fields kept as attributes, so callers can branch on
@@ -66,6 +68,7 @@ __all__ = [
     "StoreUnavailable",
     "TaskCancelled",
     "TaskNotFound",
+    "UnknownClusterLimit",
     "UnknownNode",
     "UnknownTask",
     "UnknownUpstream",
@@ -313,4 +316,15 @@ class IdempotencyConflict(StoreError):
         super().__init__(
             f"idempotency key {shown!r} already names task {task_id!r}, enqueued with "
             "different input (name, version or arguments); use a new key for new input"
+        )
+
+
+class UnknownClusterLimit(StoreError, LookupError):
+    """Slots were asked of a cluster limit the store does not hold."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"the store has no cluster limit {name!r}; declare it "
+            "(Controller(cluster_limits={...}) or `chongming limits set`)"
         )

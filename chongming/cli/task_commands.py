@@ -155,11 +155,26 @@ def worker(
     grace: Annotated[
         float, typer.Option("--grace", help="Seconds running tasks get to finish on SIGTERM.")
     ] = 30.0,
+    cluster_limit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cluster-limit",
+            help="NAME=N: at most N tasks tagged NAME run at once on the whole store "
+            "(the store's capacity wins if it already has one; may repeat).",
+        ),
+    ] = None,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            "--lease-ttl", help="Seconds after its last renewal that peers judge this node dead."
+        ),
+    ] = 30.0,
 ) -> None:
     """Claim and run queued tasks the module registers, until SIGTERM or Ctrl-C."""
+    from chongming.cli.limit_commands import parse_limit
     from chongming.cli.session import CliError
     from chongming.cli.task_modules import load_task_module
-    from chongming.cli.worker_command import run_worker
+    from chongming.cli.worker_command import WorkerSettings, run_worker
     from chongming.errors import ChongmingError
 
     options = _options(ctx, False)
@@ -168,8 +183,14 @@ def worker(
             raise CliError(f"--max-parallel must be at least 1, got {max_parallel}")
         if not grace >= 0:
             raise CliError(f"--grace must be a number of seconds >= 0, got {grace}")
+        if not lease_ttl > 0:
+            raise CliError(f"--lease-ttl must be a number of seconds > 0, got {lease_ttl}")
+        limits = dict(parse_limit(text) for text in cluster_limit or ())
         module = load_task_module(tasks_module)
-        code = run_worker(options, module, max_parallel=max_parallel, grace=grace)
+        settings = WorkerSettings(
+            max_parallel=max_parallel, grace=grace, cluster_limits=limits, lease_ttl=lease_ttl
+        )
+        code = run_worker(options, module, settings)
     except (CliError, ChongmingError, OSError) as error:
         _fail(error, options.debug)
     raise typer.Exit(code)

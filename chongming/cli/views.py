@@ -79,25 +79,19 @@ def ps_text(
     table = render_table(snapshots, now=now)
     if not unserved:
         return table
-    waiting = ", ".join(f"{name} ({count})" for name, count in sorted(unserved.items()))
-    return f"{table}\n    no worker serves {escape_text(waiting)}: those tasks wait, queued"
+    return f"{table}\n{_unserved_line(unserved)}"
 
 
 def unserved(waiting: Sequence[TaskSnapshot], served: frozenset[str]) -> dict[str, int]:
     """``name@N`` (or ``name``) -> how many queued, unowned tasks no live worker serves."""
-    names = {entry.split("@", 1)[0] for entry in served}
-    counts: dict[str, int] = {}
-    for snapshot in waiting:
-        if snapshot.version is None:
-            if snapshot.name in names:
-                continue
-            key = snapshot.name
-        else:
-            key = f"{snapshot.name}@{snapshot.version}"
-            if key in served:
-                continue
-        counts[key] = counts.get(key, 0) + 1
-    return counts
+    from chongming.stores.nodes import unserved_counts
+
+    return unserved_counts(waiting, served)
+
+
+def _unserved_line(unserved: Mapping[str, int]) -> str:
+    waiting = ", ".join(f"{name} ({count})" for name, count in sorted(unserved.items()))
+    return f"    no worker serves {escape_text(waiting)}: those tasks wait, queued"
 
 
 def status_json(snapshot: TaskSnapshot) -> dict[str, Any]:
@@ -201,6 +195,7 @@ def buckets_json(report: BucketReport, owned: frozenset[int] | None) -> dict[str
         "owned_twice": [row.bucket for row in report.owned_twice],
         "orphaned": [row.bucket for row in report.orphaned],
         "unbucketed_active": report.unbucketed_active,
+        "unserved": dict(report.unserved),
     }
 
 
@@ -232,6 +227,8 @@ def buckets_text(report: BucketReport, owned: frozenset[int] | None) -> str:
         f"orphaned: {format_bucket_ranges(orphaned) or 'none'}; "
         f"unfinished tasks without a bucket: {report.unbucketed_active}"
     )
+    if report.unserved:
+        lines.append(_unserved_line(report.unserved))
     return "\n".join(lines)
 
 

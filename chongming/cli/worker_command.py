@@ -10,31 +10,46 @@ by a node that is gone.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import sys
+from collections.abc import Mapping
 from types import ModuleType
 
 from chongming.cli.session import Options, open_cli_store
 from chongming.cli.task_modules import register_tasks
 
-__all__ = ["run_worker"]
+__all__ = ["WorkerSettings", "run_worker"]
 
 POLL_INTERVAL = 0.2
 
 
-def run_worker(options: Options, module: ModuleType, *, max_parallel: int, grace: float) -> int:
-    return asyncio.run(_serve(options, module, max_parallel=max_parallel, grace=grace))
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings:
+    """What the command line says of the worker beyond the shared options."""
+
+    max_parallel: int = 10
+    grace: float = 30.0
+    cluster_limits: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    lease_ttl: float = 30.0
 
 
-async def _serve(options: Options, module: ModuleType, *, max_parallel: int, grace: float) -> int:
+def run_worker(options: Options, module: ModuleType, settings: WorkerSettings) -> int:
+    return asyncio.run(_serve(options, module, settings))
+
+
+async def _serve(options: Options, module: ModuleType, settings: WorkerSettings) -> int:
     from chongming.controller.controller import Controller
 
+    max_parallel, grace = settings.max_parallel, settings.grace
     controller = Controller(
         store=open_cli_store(options, create=True),
         owner=options.owner,
         num_buckets=options.num_buckets,
         owned_buckets=options.owned_buckets,
         max_parallel=max_parallel,
+        cluster_limits=settings.cluster_limits,
+        lease_ttl=settings.lease_ttl,
         poll_interval=POLL_INTERVAL,
         work=True,
     )

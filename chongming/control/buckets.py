@@ -10,11 +10,18 @@ counts in the store.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from chongming.stores.nodes import NodeRecord, TaskCount
+from chongming.state.query import TaskQuery
+from chongming.state.records import TaskSnapshot
+from chongming.state.status import TaskStatus
+from chongming.stores.base import TaskStore
+from chongming.stores.nodes import NodeRecord, TaskCount, served_by_live_nodes, unserved_counts
 
-__all__ = ["BucketReport", "BucketRow", "report_buckets"]
+__all__ = ["BucketReport", "BucketRow", "report_buckets", "unclaimed"]
+
+#: How many unclaimed queued tasks the report reads to name what nobody serves.
+UNCLAIMED_SAMPLE = 10_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +48,8 @@ class BucketReport:
     num_buckets: int
     rows: tuple[BucketRow, ...]
     unbucketed_active: int = 0  # unfinished tasks submitted without a bucket key
+    #: ``name@N`` -> queued tasks no live worker serves (they wait, visibly).
+    unserved: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def owned_twice(self) -> list[BucketRow]:
@@ -51,10 +60,26 @@ class BucketReport:
         return [row for row in self.rows if row.orphaned]
 
 
+async def unclaimed(store: TaskStore, counts: Iterable[TaskCount]) -> list[TaskSnapshot]:
+    """Queued tasks nobody holds (up to :data:`UNCLAIMED_SAMPLE`); no read when counts say none."""
+    if not any(c.status is TaskStatus.QUEUED and c.owner is None for c in counts):
+        return []
+    query = TaskQuery(statuses=frozenset({TaskStatus.QUEUED}), limit=UNCLAIMED_SAMPLE)
+    return [snapshot for snapshot in await store.query(query) if snapshot.owner is None]
+
+
 def report_buckets(
-    nodes: Iterable[NodeRecord], counts: Iterable[TaskCount], *, num_buckets: int
+    nodes: Iterable[NodeRecord],
+    counts: Iterable[TaskCount],
+    *,
+    num_buckets: int,
+    waiting: Iterable[TaskSnapshot] = (),
 ) -> BucketReport:
-    """Rows for every bucket that has a live owner or any task (others are empty)."""
+    """Rows for every bucket that has a live owner or any task (others are empty).
+
+    ``waiting``: queued tasks nobody holds, to name what no live worker serves.
+    """
+    nodes = list(nodes)
     owners: dict[int, list[str]] = {}
     for node in nodes:
         if not node.live:
@@ -82,4 +107,9 @@ def report_buckets(
         )
         for bucket in sorted(set(owners) | set(tasks))
     )
-    return BucketReport(num_buckets=num_buckets, rows=rows, unbucketed_active=unbucketed)
+    return BucketReport(
+        num_buckets=num_buckets,
+        rows=rows,
+        unbucketed_active=unbucketed,
+        unserved=unserved_counts(waiting, served_by_live_nodes(nodes)),
+    )

@@ -10,7 +10,6 @@ control of a task held elsewhere travels as a command.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import socket
@@ -24,11 +23,12 @@ import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.apply import apply_command, send_command
-from chongming.control.buckets import BucketReport, report_buckets
+from chongming.control.buckets import BucketReport, report_buckets, unclaimed
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
 from chongming.control.reconcile import ReconcileReport
+from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import EnqueueRequest, QueuedTask, ServedVersions, build_enqueued
 from chongming.controller.host import ControllerHost
 from chongming.controller.statistics import ControllerStats
@@ -40,7 +40,7 @@ from chongming.controller.support import (
     wait_runs,
 )
 from chongming.controller.support import owned_buckets as check_owned
-from chongming.controller.worker import Worker, claimed_run
+from chongming.controller.worker import Worker, worker_of
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -107,6 +107,7 @@ class Controller:
         max_parallel: int = 10,
         max_parallel_per_bucket: int | None = None,
         resource_limits: Mapping[str, int] | None = None,
+        cluster_limits: Mapping[str, int] | None = None,
         num_buckets: int = 64,
         owner: str | None = None,
         owned_buckets: Iterable[int] | None = None,
@@ -159,7 +160,13 @@ class Controller:
             if reconcile_interval is None
             else check_seconds("Controller", "reconcile_interval", reconcile_interval)
         )
-        self._host = ControllerHost(self.limits, executor=executor, keep_finished=keep_finished)
+        self.cluster_limits = check_cluster_limits(cluster_limits)
+        self._host = ControllerHost(
+            self.limits,
+            executor=executor,
+            keep_finished=keep_finished,
+            leased=self.cluster_limits,
+        )
         self._owns_store = store is not None and not isinstance(store, TaskStore)
         self._plane: ControlPlane | None = None
         if store is not None:
@@ -185,27 +192,14 @@ class Controller:
         self._worker: Worker | None = None
         plane = self._plane
         self._served = None if plane is None else ServedVersions(plane.store, self.poll_interval)
+        self._cluster = cluster_slots_for(
+            self.cluster_limits, plane=plane, host=self._host, poll_interval=self.poll_interval
+        )
         if work:
             if self._plane is None:
                 raise ConfigurationError("work=True needs a store: Controller(store=...)")
-            self._worker = Worker(
-                self._plane,
-                self._host,
-                self.registry,
-                owner=self.owner,
-                max_parallel=self.limits.max_parallel,
-                owned_buckets=self.owned_buckets,
-                make_run=functools.partial(
-                    claimed_run,
-                    owner=self.owner,
-                    windows=self.windows,
-                    clock=self.clock,
-                    artifact_root=self.artifact_root,
-                    host=self._host,
-                    max_payload_bytes=self.max_payload_bytes,
-                ),
-                poll_interval=self.poll_interval,
-            )
+            withheld = None if self._cluster is None else self._cluster.blocked
+            self._worker = worker_of(self, self._plane, self._host, withheld)
         self._pipelines = LivePipelines()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -218,6 +212,8 @@ class Controller:
             return
         if self._plane is not None:
             await self._plane.start()
+        if self._cluster is not None:
+            await self._cluster.start()
         if self._worker is not None:
             await self._worker.start()
         self._phase = _Phase.OPEN
@@ -295,6 +291,8 @@ class Controller:
         bound = self.windows.stop_grace + self.windows.cancel_window + 0.5
         await wait_runs([run for run in running if not run.done], bound)
         await self._host.aclose(self.windows.cancel_window)
+        if self._cluster is not None:
+            await self._cluster.aclose()  # every slot back before the node lets go
         plane = self._plane
         if plane is not None:
             await plane.aclose(timeout=_FLUSH_ON_CLOSE)
@@ -646,6 +644,7 @@ class Controller:
             per_bucket=dict(admission.running_per_bucket),
             per_resource=dict(admission.running_per_resource),
             persist_failures=self.persist_failures.failed_writes,
+            cluster_slots={} if self._cluster is None else self._cluster.held,
         )
 
     # -- control -------------------------------------------------------------------------
@@ -750,9 +749,9 @@ class Controller:
         self._check_not_closed()
         plane = self._require_plane("the bucket report")
         await self._open()
-        nodes = await plane.store.nodes()
-        counts = await plane.store.task_counts()
-        return report_buckets(nodes, counts, num_buckets=self.buckets.num_buckets)
+        nodes, counts = await plane.store.nodes(), await plane.store.task_counts()
+        waiting = await unclaimed(plane.store, counts)
+        return report_buckets(nodes, counts, num_buckets=self.buckets.num_buckets, waiting=waiting)
 
     def _require_plane(self, what: str) -> ControlPlane:
         if self._plane is None:

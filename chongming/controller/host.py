@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
 from chongming.control.plane import ControlPlane
@@ -46,6 +46,7 @@ class ControllerHost:
         "_tasks",
         "_threads",
         "keep_finished",
+        "on_demand",
         "on_finished",
     )
 
@@ -55,8 +56,10 @@ class ControllerHost:
         *,
         executor: Executor | None,
         keep_finished: int,
+        leased: Collection[str] = (),
     ) -> None:
-        self._queue: AdmissionQueue[Any] = AdmissionQueue(limits)  # of HostedRun
+        # Of HostedRun. Leased tags: cluster-wide limits (control/cluster_slots.py).
+        self._queue: AdmissionQueue[Any] = AdmissionQueue(limits, leased=leased)
         self._max_parallel = max(limits.max_parallel, 1)
         self._runs: dict[str, TaskRun] = {}
         self._finished: collections.deque[str] = collections.deque()
@@ -74,6 +77,8 @@ class ControllerHost:
         self._plane: ControlPlane | None = None
         #: Called when a run ends (a worker claims again: a slot is free).
         self.on_finished: Callable[[], None] | None = None
+        #: Called with a run's tags when it queues or leaves a slot (cluster slots rebalance).
+        self.on_demand: Callable[[Collection[str]], None] | None = None
 
     def attach(self, plane: ControlPlane) -> None:
         """Write every transition through ``plane`` from now on."""
@@ -120,9 +125,20 @@ class ControllerHost:
     def admission(self) -> AdmissionStatistics:
         return self._queue.statistics()
 
+    def demand(self, tag: str) -> tuple[int, int]:
+        """Runs holding a slot and runs waiting, among those carrying ``tag``."""
+        return self._queue.demand(tag)
+
+    def set_leased(self, tag: str, slots: int) -> None:
+        """The cluster slots of ``tag`` this node holds now; runs they unblock start."""
+        self._queue.set_leased(tag, slots)
+        self._dispatch_ready()
+
     # -- RunHost: what the runs call back ------------------------------------------------
 
     def enqueue(self, run: HostedRun) -> None:
+        if self.on_demand is not None and run.tags:
+            self.on_demand(run.tags)
         queue = self._queue
         if queue.admit(run, priority=run.priority, bucket=run.bucket, tags=run.tags):
             # It took a free slot at once (nothing was waiting ahead of it).
@@ -134,10 +150,14 @@ class ControllerHost:
 
     def withdraw(self, run: HostedRun) -> None:
         self._queue.discard(run)
+        if self.on_demand is not None and run.tags:
+            self.on_demand(run.tags)
 
     def release(self, run: HostedRun) -> None:
         self._queue.release(run)
         self._dispatch_ready()
+        if self.on_demand is not None and run.tags:
+            self.on_demand(run.tags)
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         return self._tasks.spawn(coro)

@@ -14,7 +14,8 @@ class ControllerStats:
 
     ``holding_slot`` counts tasks that occupy an execution slot (a paused
     task does); ``queued`` counts tasks waiting for one; ``per_bucket`` maps a
-    bucket to its tasks holding a slot.
+    bucket to its tasks holding a slot; ``cluster_slots`` the slots of each
+    cluster-wide limit this node holds in the store.
     """
 
     total: int
@@ -26,3 +27,5 @@ class ControllerStats:
     per_bucket: Mapping[int, int]
     per_resource: Mapping[str, int]
     persist_failures: int = 0
+    #: Slots of each cluster-wide limit this node holds in the store now.
+    cluster_slots: Mapping[str, int] = dataclasses.field(default_factory=dict)

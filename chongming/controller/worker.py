@@ -12,6 +12,7 @@ kind ``launch_error`` instead of coming back forever.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -32,10 +33,11 @@ from chongming.task_api.spec import TaskSpec
 
 if TYPE_CHECKING:
     from chongming.control.plane import ControlPlane
+    from chongming.controller.controller import Controller
     from chongming.controller.host import ControllerHost
     from chongming.run.task_run import TaskRun
 
-__all__ = ["Worker", "claimed_run"]
+__all__ = ["Worker", "claimed_run", "worker_of"]
 
 _log = logging.getLogger("chongming.control")
 
@@ -54,8 +56,10 @@ class Worker:
         owned_buckets: frozenset[int] | None,
         make_run: Callable[[TaskSpec, TaskSnapshot], TaskRun],
         poll_interval: float,
+        withheld: Callable[[], frozenset[str]] | None = None,
     ) -> None:
         self._plane = plane
+        self._withheld = withheld
         self._host = host
         self._registry = registry
         self._owner = owner
@@ -64,7 +68,7 @@ class Worker:
         self._claims = ClaimLoop(
             plane.store,
             owner=owner,
-            serves=self.serves,
+            serves=self.claimable,
             buckets=owned_buckets,
             free_slots=self.free_slots,
             adopt=self.adopt,
@@ -106,6 +110,24 @@ class Worker:
         """Every registered name with the versions registered for it."""
         registry = self._registry
         return {name: registry.versions(name) for name in registry.names}
+
+    def claimable(self) -> Serves:
+        """What to claim now: what it serves, less the registrations whose tags are withheld.
+
+        A tag is withheld while a task carrying it waits here for a cluster
+        slot: claiming more of them would only park them in this node.
+        """
+        serves = self.serves()
+        withheld = self._withheld() if self._withheld is not None else frozenset()
+        if not withheld:
+            return serves
+        registry = self._registry
+        claimable: dict[str, list[int | None]] = {}
+        for name, versions in serves.items():
+            free = [v for v in versions if not registry.get(name, v).tags & withheld]
+            if free:
+                claimable[name] = free
+        return claimable
 
     def served_names(self) -> frozenset[str]:
         """What this worker serves as the node row says it: ``name`` or ``name@N``."""
@@ -194,7 +216,7 @@ def claimed_run(
         name=stored.name,
         label=stored.label,
         executor=spec.executor,
-        tags=stored.tags,
+        tags=stored.tags | spec.tags,  # the registration's tags hold wherever it runs
         priority=stored.priority,
         bucket=stored.bucket,
         bucket_key=stored.bucket_key,
@@ -204,4 +226,32 @@ def claimed_run(
         artifact_root=artifact_root,
         host=host,
         max_payload_bytes=max_payload_bytes,
+    )
+
+
+def worker_of(
+    controller: Controller,
+    plane: ControlPlane,
+    host: ControllerHost,
+    withheld: Callable[[], frozenset[str]] | None,
+) -> Worker:
+    """The worker half of ``controller`` (``work=True``), wired to its plane and host."""
+    return Worker(
+        plane,
+        host,
+        controller.registry,
+        owner=controller.owner,
+        max_parallel=controller.limits.max_parallel,
+        owned_buckets=controller.owned_buckets,
+        make_run=functools.partial(
+            claimed_run,
+            owner=controller.owner,
+            windows=controller.windows,
+            clock=controller.clock,
+            artifact_root=controller.artifact_root,
+            host=host,
+            max_payload_bytes=controller.max_payload_bytes,
+        ),
+        poll_interval=controller.poll_interval,
+        withheld=withheld,
     )

@@ -60,13 +60,19 @@ class AdmissionQueue(Generic[T]):
     raises :class:`~chongming.errors.AdmissionStateError`.
     """
 
-    def __init__(self, limits: AdmissionLimits) -> None:
+    def __init__(self, limits: AdmissionLimits, *, leased: Collection[str] = ()) -> None:
         if not isinstance(limits, AdmissionLimits):
             raise ConfigurationError(f"limits must be AdmissionLimits, got {type(limits).__name__}")
         self._limits = limits
         self._max_parallel = limits.max_parallel
         self._per_bucket = limits.max_parallel_per_bucket
         self._resource_limits = dict(limits.resource_limits)
+        # Leased tags (cluster-wide limits): the limit is the slots held now, at
+        # most the local limit of the tag if it has one; none until leased.
+        self._local_caps = {tag: limits.resource_limits.get(tag) for tag in leased}
+        for tag in leased:
+            self._resource_limits[tag] = 0
+        self._waiting_per_resource: dict[str, int] = {}
         self._seq = 0
         self._classes: dict[tuple[int | None, frozenset[str]], WaitingClass[T]] = {}
         self._ready: list[tuple[int, int, WaitingClass[T]]] = []
@@ -79,7 +85,7 @@ class AdmissionQueue(Generic[T]):
         self._parked_by_resource: dict[str, set[WaitingClass[T]]] = {}
         # Unconstrained: the one class every item falls in (None otherwise).
         self._plain: WaitingClass[T] | None = None
-        if self._per_bucket is None and not self._resource_limits:
+        if self._per_bucket is None and not self._resource_limits and not leased:
             plain = self._plain = WaitingClass((None, _NO_TAGS))
             self._classes[plain.key] = plain
 
@@ -95,6 +101,27 @@ class AdmissionQueue(Generic[T]):
     @property
     def limits(self) -> AdmissionLimits:
         return self._limits
+
+    def set_leased(self, tag: str, slots: int) -> None:
+        """The slots of a leased tag held now; more admits the items it had blocked.
+
+        Lowering it below the running count stops nothing: items wait until
+        the running ones are under it again.
+        """
+        if tag not in self._local_caps:
+            raise ConfigurationError(f"tag {tag!r} is not leased by this queue")
+        cap = self._local_caps[tag]
+        new = slots if cap is None else min(slots, cap)
+        old = self._resource_limits[tag]
+        self._resource_limits[tag] = new
+        if new > old:
+            parked = self._parked_by_resource.pop(tag, None)
+            if parked is not None:
+                self._unpark(parked)
+
+    def demand(self, tag: str) -> tuple[int, int]:
+        """``(running, waiting)`` items carrying a limited ``tag``."""
+        return self._running_per_resource.get(tag, 0), self._waiting_per_resource.get(tag, 0)
 
     def push(
         self,
@@ -123,6 +150,8 @@ class AdmissionQueue(Generic[T]):
         entry = Entry(item, -priority, seq, bucket, owner)
         owner.add(entry)
         self._waiting[item] = entry
+        for tag in owner.resources:
+            self._waiting_per_resource[tag] = self._waiting_per_resource.get(tag, 0) + 1
         if bucket is not None:
             self._waiting_per_bucket[bucket] = self._waiting_per_bucket.get(bucket, 0) + 1
         if plain is None and owner.blocked_on is None:
@@ -287,6 +316,12 @@ class AdmissionQueue(Generic[T]):
     def _leave_waiting(self, entry: Entry[T]) -> None:
         entry.live = False
         entry.owner.size -= 1
+        for tag in entry.owner.resources:
+            count = self._waiting_per_resource[tag] - 1
+            if count:
+                self._waiting_per_resource[tag] = count
+            else:
+                del self._waiting_per_resource[tag]
         bucket = entry.bucket
         if bucket is not None:
             count = self._waiting_per_bucket[bucket] - 1

@@ -51,6 +51,7 @@ from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRe
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 if TYPE_CHECKING:  # queue.py uses stores.checks, which imports this module
+    from chongming.stores.limits import ClusterLimit
     from chongming.stores.queue import Enqueued, Serves
 
 __all__ = [
@@ -268,6 +269,39 @@ class TaskStore(abc.ABC):
         start, so a rolling restart loses nothing.
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (release_claim)")
+
+    # -- cluster-wide limits (stores/limits.py) -----------------------------------
+
+    async def declare_cluster_limit(self, name: str, capacity: int) -> int:
+        """Create cluster limit ``name`` with ``capacity`` unless it exists; the stored capacity.
+
+        The store's value wins: a node declaring another capacity keeps the
+        fleet's (change it with :meth:`set_cluster_limit`). Optional: a store
+        without cluster limits raises ``NotImplementedError``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no cluster limits")
+
+    async def set_cluster_limit(self, name: str, capacity: int) -> None:
+        """Create or change a cluster limit. Lowering it stops nothing that runs:
+        nodes take no new slots until the holders are back under it."""
+        raise NotImplementedError(f"{type(self).__name__} has no cluster limits")
+
+    async def lease_cluster_slots(
+        self, name: str, owner: str, incarnation: str, *, want: int, keep: int
+    ) -> int:
+        """Set how many slots of ``name`` this node holds; the number it holds now.
+
+        One atomic decision by the store's clock
+        (:func:`~chongming.stores.limits.granted_slots`): at least ``keep``,
+        at most ``want``, new slots only from what live nodes leave free.
+        Rows of nodes whose lease expired stop counting (and are dropped).
+        An unknown ``name`` raises :class:`UnknownClusterLimit`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no cluster limits")
+
+    async def cluster_limits(self) -> list[ClusterLimit]:
+        """Every cluster limit with the slots live nodes hold, by name."""
+        raise NotImplementedError(f"{type(self).__name__} has no cluster limits")
 
     # -- history -------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from chongming.errors import (
     NodeConflict,
     StoreClosed,
     TaskNotFound,
+    UnknownClusterLimit,
     VersionConflict,
 )
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
@@ -44,6 +45,13 @@ from chongming.stores.checks import (
     check_ttl,
 )
 from chongming.stores.codec import encode_progress
+from chongming.stores.limits import (
+    ClusterLimit,
+    check_capacity,
+    check_lease,
+    check_limit_name,
+    granted_slots,
+)
 from chongming.stores.nodes import (
     CommandRecord,
     CommandState,
@@ -86,6 +94,8 @@ class InMemoryTaskStore(TaskStore):
         self._nodes: dict[str, NodeRecord] = {}
         self._commands: dict[str, Command] = {}
         self._outcomes: dict[str, tuple[str | None, datetime]] = {}
+        self._cluster_limits: dict[str, int] = {}
+        self._slots: dict[tuple[str, str], tuple[str, int]] = {}  # (limit, owner) -> (inc, held)
         self._hint: asyncio.Event | None = None
         self._closed = False
 
@@ -424,6 +434,61 @@ class InMemoryTaskStore(TaskStore):
         return [
             dataclasses.replace(record, live=record.lease_expires_at > now)
             for _, record in sorted(self._nodes.items())
+        ]
+
+    # -- cluster-wide limits ---------------------------------------------------------
+
+    async def declare_cluster_limit(self, name: str, capacity: int) -> int:
+        self._check_open()
+        return self._cluster_limits.setdefault(check_limit_name(name), check_capacity(capacity))
+
+    async def set_cluster_limit(self, name: str, capacity: int) -> None:
+        self._check_open()
+        self._cluster_limits[check_limit_name(name)] = check_capacity(capacity)
+
+    def _holds(self, owner: str, incarnation: str, now: datetime) -> bool:
+        node = self._own_node(owner, incarnation)
+        return node is not None and node.lease_expires_at > now
+
+    async def lease_cluster_slots(
+        self, name: str, owner: str, incarnation: str, *, want: int, keep: int
+    ) -> int:
+        self._check_open()
+        check_lease(name, owner, incarnation, want, keep)
+        if name not in self._cluster_limits:
+            raise UnknownClusterLimit(name)
+        now = self._now()
+        others = 0
+        for (limit, holder), (inc, count) in list(self._slots.items()):
+            if limit != name:
+                continue
+            if not self._holds(holder, inc, now):
+                del self._slots[limit, holder]
+            elif holder != owner:
+                others += count
+        held = granted_slots(
+            capacity=self._cluster_limits[name],
+            held_by_others=others,
+            want=want,
+            keep=keep,
+            live=self._holds(owner, incarnation, now),
+        )
+        if held:
+            self._slots[name, owner] = (incarnation, held)
+        else:
+            self._slots.pop((name, owner), None)
+        return held
+
+    async def cluster_limits(self) -> list[ClusterLimit]:
+        self._check_open()
+        now = self._now()
+        holders: dict[str, dict[str, int]] = {}
+        for (limit, holder), (inc, count) in sorted(self._slots.items()):
+            if self._holds(holder, inc, now):
+                holders.setdefault(limit, {})[holder] = count
+        return [
+            ClusterLimit(name=name, capacity=capacity, holders=holders.get(name, {}))
+            for name, capacity in sorted(self._cluster_limits.items())
         ]
 
     # -- counts ----------------------------------------------------------------

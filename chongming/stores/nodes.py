@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from chongming.state.status import TaskStatus
 
 if TYPE_CHECKING:
+    from chongming.state.records import TaskSnapshot
     from chongming.stores.base import Command
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "NodeRecord",
     "TaskCount",
     "served_by_live_nodes",
+    "unserved_counts",
 ]
 
 
@@ -91,3 +93,24 @@ class TaskCount:
 def served_by_live_nodes(nodes: Iterable[NodeRecord]) -> frozenset[str]:
     """Every ``name`` / ``name@N`` some live node serves."""
     return frozenset(entry for node in nodes if node.live for entry in node.info.serves)
+
+
+def unserved_counts(waiting: Iterable[TaskSnapshot], served: frozenset[str]) -> dict[str, int]:
+    """``name@N`` (or ``name``) -> queued, unowned tasks that no live worker serves.
+
+    An unversioned task is served by any version of its name; a versioned one
+    only by that version. Such tasks wait, visibly, and never fail for it.
+    """
+    names = {entry.split("@", 1)[0] for entry in served}
+    counts: dict[str, int] = {}
+    for snapshot in waiting:
+        if snapshot.version is None:
+            if snapshot.name in names:
+                continue
+            key = snapshot.name
+        else:
+            key = f"{snapshot.name}@{snapshot.version}"
+            if key in served:
+                continue
+        counts[key] = counts.get(key, 0) + 1
+    return counts

@@ -262,7 +262,7 @@ def test_run_in_a_bucket_this_node_does_not_own_fails(tmp_path: Path) -> None:
     assert "bucket" in assert_one_line_error(result)
 
 
-async def test_ps_names_what_no_live_worker_serves(tmp_path: Path) -> None:
+async def test_ps_and_the_bucket_report_name_what_no_live_worker_serves(tmp_path: Path) -> None:
     from chongming import Controller
 
     db = tmp_path / "q.db"
@@ -280,6 +280,8 @@ async def test_ps_names_what_no_live_worker_serves(tmp_path: Path) -> None:
         async with worker:
             result = await asyncio.to_thread(invoke, db, "ps")
             data = as_json(await asyncio.to_thread(invoke, db, "ps", "--json"))
+            report = await asyncio.to_thread(invoke, db, "buckets")
+            report_json = as_json(await asyncio.to_thread(invoke, db, "buckets", "--json"))
             await asyncio.sleep(0.1)  # past the client's cached view of the nodes
             pinned = await client.enqueue("sync", task_id="d")  # pinned to the live @2
             assert (await pinned.wait(timeout=20)).version == 2
@@ -288,5 +290,8 @@ async def test_ps_names_what_no_live_worker_serves(tmp_path: Path) -> None:
         "    no worker serves report (1), sync@1 (2): those tasks wait, queued"
     )
     assert data["unserved"] == {"report": 1, "sync@1": 2}
+    # The bucket report says the same.
+    assert report.stdout.splitlines()[-1] == result.stdout.splitlines()[-1]
+    assert report_json["unserved"] == {"report": 1, "sync@1": 2}
     nodes = as_json(await asyncio.to_thread(invoke, db, "nodes", "--json"))["nodes"]
     assert nodes[0]["serves"] == ["sync@2"]

@@ -18,19 +18,28 @@ from typing import Any
 import pytest
 
 from chongming import Controller, TaskRun
-from chongming.blocking import BlockingController, BlockingTaskRun
+from chongming.blocking import BlockingController, BlockingQueuedTask, BlockingTaskRun
+from chongming.controller.enqueue import QueuedTask
 
-PAIRS: list[tuple[type, type]] = [(Controller, BlockingController), (TaskRun, BlockingTaskRun)]
+PAIRS: list[tuple[type, type]] = [
+    (Controller, BlockingController),
+    (TaskRun, BlockingTaskRun),
+    (QueuedTask, BlockingQueuedTask),
+]
 #: Coroutines with no twin, and why.
 WITHOUT_TWIN: dict[tuple[type, str], str] = {
     (Controller, "start"): "the facade starts its controller when it is built",
     (Controller, "submit_pipeline"): "no blocking pipeline handle yet (issue 12 follow-up)",
-    (Controller, "enqueue"): "no blocking QueuedTask handle yet (issue 13 follow-up)",
 }
 #: Plain methods the facade still carries to the loop thread (not discoverable as coroutines).
 LOOP_METHODS: dict[type, list[str]] = {Controller: ["register", "register_module", "run_for"]}
 #: Async handles become sync handles.
-RETURNS = {"TaskRun": "BlockingTaskRun", TaskRun: BlockingTaskRun}
+RETURNS = {
+    "TaskRun": "BlockingTaskRun",
+    TaskRun: BlockingTaskRun,
+    "QueuedTask": "BlockingQueuedTask",
+    QueuedTask: BlockingQueuedTask,
+}
 
 
 def public_coroutines(cls: type) -> dict[str, Callable[..., Any]]:

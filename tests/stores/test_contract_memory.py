@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
-from chongming.testing.store_contract import StoreContract
+from chongming.testing.store_contract import ClusterLimitContract, StoreContract
 
 
 class ManualClock:
@@ -23,7 +23,7 @@ class ManualClock:
         self.now += timedelta(seconds=seconds)
 
 
-class TestInMemoryContract(StoreContract):
+class TestInMemoryContract(StoreContract, ClusterLimitContract):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5
 

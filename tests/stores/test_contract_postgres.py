@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from chongming.stores.base import TaskStore
-from chongming.testing.store_contract import StoreContract
+from chongming.testing.store_contract import ClusterLimitContract, StoreContract
 from tests.stores.pg_support import PgStoreFactory, require_postgres
 
 pytestmark = pytest.mark.postgres
 
 
-class TestPostgresContract(StoreContract):
+class TestPostgresContract(StoreContract, ClusterLimitContract):
     """Real clock (the server's): short leases still expire within the wait bound."""
 
     lease_seconds = 0.3

@@ -8,10 +8,10 @@ import pytest
 
 from chongming.stores.base import TaskStore
 from chongming.stores.sqlite import SqliteTaskStore
-from chongming.testing.store_contract import StoreContract
+from chongming.testing.store_contract import ClusterLimitContract, StoreContract
 
 
-class TestSqliteFileContract(StoreContract):
+class TestSqliteFileContract(StoreContract, ClusterLimitContract):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
         self.directory = tmp_path
@@ -20,6 +20,6 @@ class TestSqliteFileContract(StoreContract):
         return SqliteTaskStore(self.directory / "tasks.db")
 
 
-class TestSqliteMemoryContract(StoreContract):
+class TestSqliteMemoryContract(StoreContract, ClusterLimitContract):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

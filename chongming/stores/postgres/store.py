@@ -57,6 +57,7 @@ from chongming.stores.postgres.driver import (
     translating,
 )
 from chongming.stores.postgres.dsn import ConnectTarget, parse_dsn, redact_text
+from chongming.stores.postgres.limits import ClusterLimitMethods, ClusterLimitsOnPostgres
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.queue import WorkQueue
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
@@ -85,7 +86,7 @@ class PostgresStoreStatistics:
     resolved_writes: int
 
 
-class PostgresTaskStore(TaskStore):
+class PostgresTaskStore(ClusterLimitMethods, TaskStore):
     """Task store on PostgreSQL (asyncpg). See the module docstring for failure handling."""
 
     def __init__(
@@ -172,6 +173,7 @@ class PostgresTaskStore(TaskStore):
                 probe_interval=listener_probe_interval,
             ),
         )
+        self._cluster = ClusterLimitsOnPostgres(quote_schema(self._schema), read=self._read)
         self._state: SchemaState | None = None
         self._open_lock = asyncio.Lock()
         self._closed = False

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
-from chongming.stores.sqlite import nodes, queue
+from chongming.stores.sqlite import limits, nodes, queue
 from chongming.stores.sqlite.batch import (
     INSERT_TRANSITION,
     CommandOp,
@@ -52,7 +52,9 @@ _WHOLE_BATCH_ERRORS = (StoreBusy, StoreFull, StoreUnavailable, SchemaError)
 #: Command actions that make a command claimable (so a skipped claim look must look again).
 _CLAIMABLE_ACTIONS = frozenset({"submit", "release"})
 #: Actions that read the store clock (raised to its high-water mark once per batch).
-_NODE_ACTIONS = frozenset({"register_node", "renew_node", "release_node", "nodes", "claim_tasks"})
+_NODE_ACTIONS = frozenset(
+    {"register_node", "renew_node", "release_node", "nodes", "claim_tasks", *limits.ACTIONS}
+)
 
 _INSERT_COMMAND = (
     f"INSERT OR IGNORE INTO commands ({', '.join(COMMAND_COLUMNS)})"
@@ -341,6 +343,8 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
     if op.action == "claim_tasks":
         owner, serves, buckets, limit = op.params
         return queue.claim_tasks(conn, owner, serves, buckets, limit, now)
+    if op.action in limits.ACTIONS:
+        return limits.run_action(conn, op.action, op.params, now)
     raise TypeError(f"unknown command action {op.action!r}")
 
 

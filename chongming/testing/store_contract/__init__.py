@@ -45,6 +45,10 @@ and nothing is written (use :mod:`chongming.stores.checks` and
 JSON form (:func:`chongming.state.payload.json_form`): tuples as lists,
 non-string keys as strings.
 
+Optional parts: a store with cluster-wide limits (``lease_cluster_slots``)
+also mixes in :class:`ClusterLimitContract`
+(``class TestMyStore(StoreContract, ClusterLimitContract)``).
+
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
 holder whose lease expired but was not claimed by anyone else; whether a
@@ -61,13 +65,20 @@ from chongming.testing.store_contract._support import next_step as next_step
 from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.history import HistoryContract
+from chongming.testing.store_contract.limits import ClusterLimitContract
 from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
 from chongming.testing.store_contract.queue import QueueContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
 from chongming.testing.store_contract.writes import WriteContract
 
-__all__ = ["HOSTILE_STRINGS", "StoreContract", "make_snapshot", "next_step"]
+__all__ = [
+    "HOSTILE_STRINGS",
+    "ClusterLimitContract",
+    "StoreContract",
+    "make_snapshot",
+    "next_step",
+]
 
 
 class StoreContract(
