@@ -293,6 +293,8 @@ class Controller:
         await self._host.aclose(self.windows.cancel_window)
         if self._cluster is not None:
             await self._cluster.aclose()  # every slot back before the node lets go
+        if self._served is not None:
+            await self._served.aclose()
         plane = self._plane
         if plane is not None:
             await plane.aclose(timeout=_FLUSH_ON_CLOSE)
@@ -446,7 +448,7 @@ class Controller:
         bucket = None if bucket_key is None else self.buckets.bucket_for(bucket_key)
         served = self._served
         if version is None and served and isinstance(name, str) and name not in self.registry:
-            version = await served.highest(name)
+            version = await served.highest(name, wait=connection is None)
         request = EnqueueRequest(
             name=name,
             args=args,

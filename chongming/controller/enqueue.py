@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Collection
 from datetime import datetime
 from typing import Any
@@ -31,7 +32,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
-from chongming.stores.nodes import served_by_live_nodes
+from chongming.stores.nodes import NodeRecord, served_by_live_nodes
 from chongming.stores.queue import check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
@@ -39,7 +40,10 @@ __all__ = ["ENQUEUED", "QueuedTask", "ServedVersions", "build_enqueued"]
 
 #: The trigger of an enqueued task's first transition.
 ENQUEUED = Trigger.ENQUEUED
+#: Seconds an enqueue inside the caller's transaction waits for a first view of the workers.
+FIRST_VIEW_WAIT = 0.1
 _BOUND = 2**31
+_log = logging.getLogger("chongming.controller")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,21 +197,41 @@ class ServedVersions:
     pinned to the highest version a live worker serves, so a deploy of
     ``@N+1`` takes new work while ``@N`` drains. A name some live worker
     serves unversioned, or nobody serves, stays unversioned.
+
+    Inside the caller's transaction (``wait=False``) the read must not be
+    waited for: on SQLite it is a write (it raises the store clock), so it
+    queues behind the write lock that very transaction holds, and the enqueue
+    would wait out the busy timeout and fail. It then runs beside, on a task
+    owned here, and the last view is used. The first such enqueue of a
+    controller that has no view yet waits for one at most
+    :data:`FIRST_VIEW_WAIT` seconds (once: on SQLite the read waits for the
+    caller's commit, and a tight loop of transactions may hold it off longer).
     """
 
-    __slots__ = ("_read_at", "_served", "_store", "_ttl")
+    __slots__ = ("_read_at", "_reading", "_served", "_store", "_ttl", "_waited")
 
     def __init__(self, store: TaskStore, ttl: float) -> None:
         self._store = store
         self._ttl = ttl
         self._read_at = float("-inf")
         self._served: frozenset[str] = frozenset()
+        self._reading: asyncio.Task[None] | None = None
+        self._waited = False
 
-    async def highest(self, name: str) -> int | None:
-        now = asyncio.get_running_loop().time()
-        if now - self._read_at > self._ttl:
-            self._served = served_by_live_nodes(await self._store.nodes())
-            self._read_at = now
+    async def highest(self, name: str, *, wait: bool = True) -> int | None:
+        """The version to pin an unversioned enqueue of ``name`` to (``None``: unversioned)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._read_at > self._ttl:
+            if wait:
+                self._take(await self._store.nodes(), loop.time())
+            else:
+                if self._reading is None:
+                    self._reading = loop.create_task(
+                        self._read_beside(), name="chongming:served-versions"
+                    )
+                if not self._waited and self._read_at == float("-inf"):
+                    self._waited = True
+                    await asyncio.wait([self._reading], timeout=FIRST_VIEW_WAIT)
         if name in self._served:
             return None
         prefix = name + "@"
@@ -217,3 +241,22 @@ class ServedVersions:
             if entry.startswith(prefix) and entry[len(prefix) :].isdigit()
         ]
         return max(versions) if versions else None
+
+    def _take(self, nodes: list[NodeRecord], at: float) -> None:
+        self._served = served_by_live_nodes(nodes)
+        self._read_at = at
+
+    async def _read_beside(self) -> None:
+        try:
+            self._take(await self._store.nodes(), asyncio.get_running_loop().time())
+        except Exception as error:  # the view stays as it was; a later enqueue reads again
+            _log.debug("reading what live workers serve failed (%s)", error)
+        finally:
+            self._reading = None
+
+    async def aclose(self) -> None:
+        """Stop a read in flight (the controller closes before its store)."""
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            reading.cancel()
+            await asyncio.wait([reading])

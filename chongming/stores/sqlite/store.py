@@ -89,6 +89,7 @@ from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
 from chongming.stores.sqlite.nodes import RECORD_SELECT, command_record_from_row
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
+from chongming.stores.sqlite.transaction import enqueue_in_transaction
 from chongming.stores.sqlite.writer import Writer
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
@@ -583,17 +584,16 @@ class SqliteTaskStore(TaskStore):
         *,
         connection: object | None = None,
     ) -> Enqueued:
-        if connection is not None:
-            raise ConfigurationError(
-                "enqueue(connection=...) joins the caller's transaction on PostgreSQL only; "
-                "the SQLite store writes through its own connection (enqueue without it)"
-            )
         check_enqueued(snapshot)
         row = r.encode(r.insert_row, snapshot, self._limit)
         check_transitions(transitions, snapshot.task_id)
         key = snapshot.idempotency_key
         params = (row, [r.transition_row(t) for t in transitions], snapshot.task_id, key)
-        created, existing = await self._node_op("enqueue", *params, input_digest(snapshot))
+        digest = input_digest(snapshot)
+        if connection is not None:  # the caller's transaction (sqlite/transaction.py)
+            await self.open()  # the schema must exist before the caller's transaction uses it
+            return await enqueue_in_transaction(connection, self._path, *params, digest)
+        created, existing = await self._node_op("enqueue", *params, digest)
         if created:
             return Enqueued(snapshot=await self._stored_form(snapshot), created=True)
         return Enqueued(snapshot=existing, created=False)
