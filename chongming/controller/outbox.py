@@ -12,7 +12,14 @@ moves committed rows to the store:
   input, so a relay that crashed after enqueueing but before marking the
   row published leaves a row that the next relay enqueues again, and gets
   the same task back (``created=False``), never a second one;
-- it marks the batch published in the same short transaction.
+- it marks the batch published in the same short transaction;
+- a row the store can never take (a task id already used, its key already
+  naming other input, arguments too large) is set aside with its ``error``
+  in the same transaction, so it cannot hold up the rows behind it.
+
+Exactly once here means: every committed row becomes one task, and a row
+whose transaction rolled back becomes none. Proven with real relay processes
+SIGKILLed mid-batch in tests/control/test_outbox_processes.py.
 
 PostgreSQL (asyncpg) only. The table is created by :func:`install_outbox`.
 """
@@ -20,12 +27,22 @@ PostgreSQL (asyncpg) only. The table is created by :func:`install_outbox`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from chongming.errors import ConfigurationError, StoreError
+from chongming.errors import (
+    ConfigurationError,
+    ControllerClosed,
+    DuplicateTaskId,
+    IdempotencyConflict,
+    PayloadError,
+    StoreClosed,
+    StoreError,
+)
 from chongming.state.payload import check_task_id, json_form_arguments
 from chongming.task_api.registry import check_task_name
 
@@ -39,6 +56,9 @@ _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62}
 _OPTIONS = ("task_id", "label", "bucket_key", "priority", "version")
 #: Keyword names ``Controller.enqueue`` takes for itself.
 _RESERVED = frozenset({"name", "tags", "not_before", "idempotency_key", "connection", *_OPTIONS})
+#: Refusals that no retry can change: the row is set aside with the error.
+_REFUSED = (ConfigurationError, PayloadError, IdempotencyConflict, DuplicateTaskId)
+_ERROR_CHARS = 1000
 
 
 def _table(name: str) -> str:
@@ -48,9 +68,13 @@ def _table(name: str) -> str:
 
 
 async def install_outbox(conn: Any, *, table: str = "chongming_outbox") -> None:
-    """Create the outbox table (and its index of unpublished rows) if it does not exist."""
+    """Create the outbox table (and its index of pending rows) if it does not exist.
+
+    ``error`` holds why the store refused a row (it is then left unpublished
+    and not taken again); set it back to NULL to have the row relayed again.
+    """
     quoted = _table(table)
-    index = f'"{table.replace(".", "_")}_unpublished"'
+    index = f'"{table.replace(".", "_")}_pending"'
     await conn.execute(
         f"CREATE TABLE IF NOT EXISTS {quoted} ("
         " id bigserial PRIMARY KEY,"
@@ -59,10 +83,13 @@ async def install_outbox(conn: Any, *, table: str = "chongming_outbox") -> None:
         " kwargs jsonb NOT NULL,"
         " options jsonb NOT NULL,"
         " created_at timestamptz NOT NULL DEFAULT now(),"
-        " published_at timestamptz)"
+        " published_at timestamptz,"
+        " error text)"
     )
+    await conn.execute(f"ALTER TABLE {quoted} ADD COLUMN IF NOT EXISTS error text")
     await conn.execute(
-        f"CREATE INDEX IF NOT EXISTS {index} ON {quoted} (id) WHERE published_at IS NULL"
+        f"CREATE INDEX IF NOT EXISTS {index} ON {quoted} (id)"
+        " WHERE published_at IS NULL AND error IS NULL"
     )
 
 
@@ -105,8 +132,9 @@ async def outbox_enqueue(
         if value is not None
     }
     row_id: int = await conn.fetchval(
+        # Sent as text and cast here, so a jsonb codec on the pool cannot encode twice.
         f"INSERT INTO {_table(table)} (name, args, kwargs, options)"
-        " VALUES ($1, $2::jsonb, $3::jsonb, $4::jsonb) RETURNING id",
+        " VALUES ($1, $2::text::jsonb, $3::text::jsonb, $4::text::jsonb) RETURNING id",
         name,
         json.dumps(list(plain_args)),
         json.dumps(plain_kwargs),
@@ -121,6 +149,9 @@ class OutboxRelay:
     ``pool`` is an asyncpg pool on the business database. ``key_prefix``
     makes the idempotency keys (``outbox:<id>`` by default): give each
     business database its own prefix if several relay into one store.
+    ``start()`` / ``aclose()``, or ``async with``: relays in the background.
+    Counters: ``published`` (rows moved), ``replayed`` (of those, rows whose
+    task a relay that died had already enqueued), ``refused`` (rows set aside).
     """
 
     def __init__(
@@ -137,57 +168,130 @@ class OutboxRelay:
             raise ConfigurationError(f"batch must be an int >= 1, got {batch!r}")
         self._controller = controller
         self._pool = pool
-        self._table = _table(table)
+        quoted = _table(table)
+        self._take = (
+            "SELECT id, name, args::text AS args, kwargs::text AS kwargs,"
+            f" options::text AS options FROM {quoted}"
+            " WHERE published_at IS NULL AND error IS NULL"
+            " ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED"
+        )
+        self._mark = f"UPDATE {quoted} SET published_at = now() WHERE id = ANY($1::bigint[])"
+        self._set_aside = (
+            f"UPDATE {quoted} AS o SET error = r.error"
+            " FROM unnest($1::bigint[], $2::text[]) AS r(id, error) WHERE o.id = r.id"
+        )
         self._batch = batch
         self._poll = poll_interval
         self._prefix = key_prefix
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self.published = 0
+        self.replayed = 0
+        self.refused = 0
 
     async def relay_once(self) -> int:
-        """One batch: take, enqueue, mark published, commit. The number of rows moved."""
+        """One batch: take, enqueue, mark, commit. The number of rows taken off the outbox."""
+        moved: list[int] = []
+        refused: list[tuple[int, str]] = []
+        replayed = 0
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                f"SELECT id, name, args, kwargs, options FROM {self._table}"
-                " WHERE published_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
-                self._batch,
-            )
+            rows = await conn.fetch(self._take, self._batch)
             for row in rows:
-                options = {k: v for k, v in json.loads(row["options"]).items() if k in _OPTIONS}
-                await self._controller.enqueue(
-                    row["name"],
-                    *json.loads(row["args"]),
-                    idempotency_key=f"{self._prefix}{row['id']}",
-                    **options,
-                    **json.loads(row["kwargs"]),
-                )
-            if rows:
+                try:
+                    created = await self._enqueue(row)
+                except _REFUSED as error:
+                    why = f"{type(error).__name__}: {error}"[:_ERROR_CHARS]
+                    _log.warning("outbox row %s set aside: %s", row["id"], why)
+                    refused.append((row["id"], why))
+                    continue
+                moved.append(row["id"])
+                replayed += not created
+            if moved:
+                await conn.execute(self._mark, moved)
+            if refused:
                 await conn.execute(
-                    f"UPDATE {self._table} SET published_at = now() WHERE id = ANY($1::bigint[])",
-                    [row["id"] for row in rows],
+                    self._set_aside, [r for r, _ in refused], [why for _, why in refused]
                 )
-        self.published += len(rows)
+        self.published += len(moved)
+        self.replayed += replayed
+        self.refused += len(refused)
         return len(rows)
 
+    async def _enqueue(self, row: Any) -> bool:
+        """Enqueue one row; whether its task is new (False: a dead relay had enqueued it)."""
+        options = {k: v for k, v in json.loads(row["options"]).items() if k in _OPTIONS}
+        args, kwargs = json.loads(row["args"]), json.loads(row["kwargs"])
+        key = f"{self._prefix}{row['id']}"
+        try:
+            queued = await self._controller.enqueue(
+                row["name"], *args, idempotency_key=key, **options, **kwargs
+            )
+        except IdempotencyConflict as conflict:
+            # A row without a version is pinned when enqueued; if a worker of a
+            # new version came up between a dead relay's enqueue and this one,
+            # only the pin differs: the task already there is this row's.
+            if "version" in options or not await self._is_this_row(conflict, row, args, kwargs):
+                raise
+            return False
+        return queued.created
+
+    async def _is_this_row(
+        self, conflict: IdempotencyConflict, row: Any, args: list[Any], kwargs: dict[str, Any]
+    ) -> bool:
+        store = self._controller.store
+        found = None if store is None else await store.get(conflict.task_id)
+        return (
+            found is not None
+            and found.idempotency_key == conflict.key
+            and found.name == row["name"]
+            and _canonical(list(found.args), dict(found.kwargs)) == _canonical(args, kwargs)
+        )
+
     def start(self) -> None:
+        """Relay in the background until :meth:`aclose` (a second call does nothing)."""
+        if self._task is not None:
+            return
+        self._stopping.clear()
         self._task = asyncio.get_running_loop().create_task(
             self._relay_forever(), name="chongming:outbox-relay"
         )
 
-    async def aclose(self) -> None:
+    async def aclose(self, grace: float = 10.0) -> None:
+        """Stop between batches; a batch still running after ``grace`` s is cancelled.
+
+        A cancelled batch rolls back: its rows stay unpublished, and the next
+        relay enqueues them again and gets the same tasks.
+        """
         task, self._task = self._task, None
         if task is None:
             return
-        task.cancel()
+        self._stopping.set()
         try:
-            await task
-        except asyncio.CancelledError:
-            pass
+            await asyncio.wait({task}, timeout=grace)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> OutboxRelay:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     async def _relay_forever(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 moved = await self.relay_once()
+            except (ControllerClosed, StoreClosed) as error:
+                _log.error("outbox relay stopped: %s", error)
+                return
             except (StoreError, OSError) as error:
                 _log.warning("outbox relay failed (%s); retrying", error)
                 moved = 0
@@ -195,4 +299,10 @@ class OutboxRelay:
                 _log.exception("outbox relay failed; retrying")
                 moved = 0
             if moved < self._batch:
-                await asyncio.sleep(self._poll)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._poll):
+                        await self._stopping.wait()
+
+
+def _canonical(args: list[Any], kwargs: dict[str, Any]) -> str:
+    return json.dumps([args, kwargs], sort_keys=True, separators=(",", ":"))
