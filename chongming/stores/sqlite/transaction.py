@@ -116,8 +116,7 @@ async def _checked(connection: object, store_path: str) -> aiosqlite.Connection:
         if not main or not _same_file(main, store_path):
             raise ConfigurationError(
                 f"connection= is open on {main or 'a database in memory'!r}, not on the "
-                f"store's file {store_path!r}: one transaction covers one database "
-                "(for another database, use the outbox)"
+                f"store's file {store_path!r}: one transaction covers one database"
             )
         _ON_FILE[connection] = store_path
     return connection
