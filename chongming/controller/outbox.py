@@ -149,6 +149,9 @@ class OutboxRelay:
     ``pool`` is an asyncpg pool on the business database. ``key_prefix``
     makes the idempotency keys (``outbox:<id>`` by default): give each
     business database its own prefix if several relay into one store.
+    ``concurrency``: enqueues of a batch in flight at once (each is a store
+    commit; keep it within the store's pool), so the rows of one batch do not
+    become tasks in id order unless it is 1.
     ``start()`` / ``aclose()``, or ``async with``: relays in the background.
     Counters: ``published`` (rows moved), ``replayed`` (of those, rows whose
     task a relay that died had already enqueued), ``refused`` (rows set aside).
@@ -163,9 +166,11 @@ class OutboxRelay:
         batch: int = 100,
         poll_interval: float = 0.5,
         key_prefix: str = "outbox:",
+        concurrency: int = 8,
     ) -> None:
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ConfigurationError(f"batch must be an int >= 1, got {batch!r}")
+        for what, value in (("batch", batch), ("concurrency", concurrency)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"{what} must be an int >= 1, got {value!r}")
         self._controller = controller
         self._pool = pool
         quoted = _table(table)
@@ -181,6 +186,7 @@ class OutboxRelay:
             " FROM unnest($1::bigint[], $2::text[]) AS r(id, error) WHERE o.id = r.id"
         )
         self._batch = batch
+        self._concurrency = concurrency
         self._poll = poll_interval
         self._prefix = key_prefix
         self._task: asyncio.Task[None] | None = None
@@ -196,16 +202,36 @@ class OutboxRelay:
         replayed = 0
         async with self._pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(self._take, self._batch)
-            for row in rows:
-                try:
-                    created = await self._enqueue(row)
-                except _REFUSED as error:
-                    why = f"{type(error).__name__}: {error}"[:_ERROR_CHARS]
+            gate = asyncio.Semaphore(self._concurrency)
+            failed: list[Exception] = []
+
+            async def one(row: Any) -> bool | None:
+                async with gate:
+                    if failed:
+                        return None  # the batch will roll back: start no more
+                    try:
+                        return await self._enqueue(row)
+                    except _REFUSED:
+                        raise
+                    except Exception as error:
+                        failed.append(error)
+                        raise
+
+            # Each enqueue is its own store commit: in flight together, they
+            # share the server's WAL flushes. Every one ends before the verdict.
+            outcomes = await asyncio.gather(*(one(row) for row in rows), return_exceptions=True)
+            if failed:
+                raise failed[0]  # not the rows' fault: the batch rolls back and is retried
+            for row, outcome in zip(rows, outcomes, strict=True):
+                if isinstance(outcome, _REFUSED):
+                    why = f"{type(outcome).__name__}: {outcome}"[:_ERROR_CHARS]
                     _log.warning("outbox row %s set aside: %s", row["id"], why)
                     refused.append((row["id"], why))
-                    continue
-                moved.append(row["id"])
-                replayed += not created
+                elif isinstance(outcome, BaseException):
+                    raise outcome
+                else:
+                    moved.append(row["id"])
+                    replayed += not outcome
             if moved:
                 await conn.execute(self._mark, moved)
             if refused:

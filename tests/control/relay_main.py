@@ -30,7 +30,7 @@ async def main(options: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    store = PostgresTaskStore(options.store_dsn, schema=options.store_schema, max_size=2)
+    store = PostgresTaskStore(options.store_dsn, schema=options.store_schema, max_size=8)
     pool = await asyncpg.create_pool(options.business_dsn, min_size=1, max_size=2)
     try:
         async with Controller(store=store, owner=options.owner) as controller:

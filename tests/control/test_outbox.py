@@ -116,8 +116,8 @@ async def test_a_relay_that_dies_after_enqueueing_leaves_no_second_task(
         return result
 
     controller.enqueue = enqueue_then_crash  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        await OutboxRelay(controller, pool, table=table).relay_once()
+    with pytest.raises(Crash):  # one at a time: the crash comes before rows 4 and 5
+        await OutboxRelay(controller, pool, table=table, concurrency=1).relay_once()
     controller.enqueue = original  # type: ignore[method-assign]
     assert len(await _tasks(controller)) == 3  # enqueued before the crash, rows still unpublished
     assert await OutboxRelay(controller, pool, table=table).relay_once() == 5
@@ -136,6 +136,8 @@ async def test_bad_outbox_input_is_refused(setup: tuple[Controller, Any, str]) -
                 await outbox_enqueue(conn, "ship", table="x; drop table y")
     with pytest.raises(ConfigurationError, match="batch"):
         OutboxRelay(controller, pool, table=table, batch=0)
+    with pytest.raises(ConfigurationError, match="concurrency"):
+        OutboxRelay(controller, pool, table=table, concurrency=0)
 
 
 async def _row(pool: Any, table: str, row: int) -> Any:
@@ -306,3 +308,34 @@ async def test_a_relay_runs_as_a_context_manager(setup: tuple[Controller, Any, s
         while not relay.published:
             await asyncio.sleep(0.01)
     assert set(await _tasks(controller)) == {f"outbox:{row}"}
+
+
+async def test_a_batch_keeps_at_most_concurrency_enqueues_in_flight(
+    setup: tuple[Controller, Any, str],
+) -> None:
+    controller, pool, table = setup
+    async with pool.acquire() as conn, conn.transaction():
+        for n in range(20):
+            await outbox_enqueue(conn, "ship", n, table=table)
+    original = controller.enqueue
+    in_flight = most = 0
+    four = asyncio.Event()
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        if in_flight == 4:
+            four.set()
+        try:
+            await asyncio.wait_for(four.wait(), 10)  # one at a time would never get here
+            return await original(*args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    controller.enqueue = counting  # type: ignore[method-assign]
+    relay = OutboxRelay(controller, pool, table=table, concurrency=4)
+    assert await relay.relay_once() == 20
+    controller.enqueue = original  # type: ignore[method-assign]
+    assert most == 4
+    assert len(await _tasks(controller)) == 20
