@@ -101,9 +101,12 @@ class Relay:
 
     count = 0
 
-    def __init__(self, setup: Setup, *, wait_go: bool = False, batch: int = 50) -> None:
+    def __init__(
+        self, setup: Setup, *, wait_go: bool = False, batch: int = 50, owner: str | None = None
+    ) -> None:
         Relay.count += 1
         self.name = f"relay-{Relay.count}"
+        self.owner = owner or self.name
         self.stderr_path = setup.logs / f"{self.name}.err"
         with self.stderr_path.open("w") as stderr:
             self.process = subprocess.Popen(
@@ -113,7 +116,7 @@ class Relay:
                     "tests.control.relay_main",
                     *("--store-dsn", DSN, "--store-schema", setup.store_schema),
                     *("--business-dsn", DSN, "--table", setup.table),
-                    *("--owner", self.name, "--batch", str(batch), "--poll-interval", "0.02"),
+                    *("--owner", self.owner, "--batch", str(batch), "--poll-interval", "0.02"),
                     *(["--wait-go"] if wait_go else []),
                 ],
                 cwd=REPO,
@@ -303,11 +306,12 @@ async def test_relay_killed_mid_batch(setup: Setup) -> None:
     started = time.monotonic()
     mid_batch, replayed_across_the_pin = 0, 0
     try:
-        spare = Relay(setup, wait_go=True)
+        # One owner name for all: a relay is no node, so a restart is never refused.
+        spare = Relay(setup, wait_go=True, owner="relay")
         relays.append(spare)
         await spare.expect("ready")
         for _ in range(KILLS):
-            current, spare = spare, Relay(setup, wait_go=True)  # warms up meanwhile
+            current, spare = spare, Relay(setup, wait_go=True, owner="relay")  # warms up
             relays.append(spare)
             current.go()
             await current.expect("relaying")
@@ -345,6 +349,8 @@ async def test_relay_killed_mid_batch(setup: Setup) -> None:
         setup, 'SELECT array_agg(DISTINCT coalesce(version, 0)) FROM "{s}".tasks'
     )
     assert sorted(versions) == [0, 2]  # unversioned before the worker of @2, pinned after
+    nodes = await scalar(setup, 'SELECT array_agg(owner) FROM "{s}".nodes')
+    assert nodes == ["worker-v2"]  # the relays, all named "relay", never became nodes
 
 
 async def late_committer(setup: Setup, written: Written, stop: asyncio.Event) -> list[int]:
