@@ -8,7 +8,7 @@ pool on the business database, prints ``ready``, then (with ``--wait-go``,
 after reading a line on stdin, so a test can start the next relay while the
 current one works) starts relaying and prints ``relaying``. On SIGTERM or
 SIGINT it stops between batches, prints one JSON line (``published``,
-``replayed``) and exits 0. SIGKILL is the point of the tests.
+``replayed``, ``refused``) and exits 0. SIGKILL is the point of the tests.
 """
 
 from __future__ import annotations

@@ -339,3 +339,19 @@ async def test_a_batch_keeps_at_most_concurrency_enqueues_in_flight(
     controller.enqueue = original  # type: ignore[method-assign]
     assert most == 4
     assert len(await _tasks(controller)) == 20
+
+
+async def test_a_relay_whose_controller_closed_stops(setup: tuple[Controller, Any, str]) -> None:
+    controller, pool, table = setup
+    async with pool.acquire() as conn, conn.transaction():
+        await outbox_enqueue(conn, "ship", 1, table=table)
+    client = Controller(store=controller.store, owner="closed-client")
+    await client.start()
+    await client.close(close_store=False)
+    relay = OutboxRelay(client, pool, table=table, poll_interval=0.01)
+    relay.start()
+    task = relay._task
+    assert task is not None
+    await asyncio.wait_for(asyncio.shield(task), 10)  # it ended by itself, not looping on errors
+    await relay.aclose()
+    assert relay.published == 0
