@@ -2,8 +2,10 @@
 
 It claims no more than it has free execution slots, so a task waits in the
 store (where any node can take it, in priority order) rather than in one
-worker's local queue. It is woken early when a slot frees or this process
-enqueues, and otherwise polls every ``poll_interval``. A store failure is
+worker's local queue; for the same reason it can leave alone tasks carrying
+tags it could not start now (``exclude_tags``, asked before every claim). It
+is woken early when a slot frees or this process enqueues, and otherwise
+polls every ``poll_interval``. A store failure is
 logged and retried with a backoff; claiming never stops the node.
 """
 
@@ -40,8 +42,10 @@ class ClaimLoop:
         adopt: Callable[[list[TaskSnapshot]], Awaitable[None]],
         poll_interval: float,
         batch: int = 32,
+        exclude_tags: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self._store = store
+        self._exclude_tags = exclude_tags
         self._owner = owner
         self._serves = serves
         self._buckets = buckets
@@ -141,8 +145,9 @@ class ClaimLoop:
         serves = self._serves()
         if not serves:
             return []
+        excluded = () if self._exclude_tags is None else self._exclude_tags()
         claimed = await self._store.claim(
-            self._owner, serves=serves, buckets=self._buckets, limit=room
+            self._owner, serves=serves, buckets=self._buckets, limit=room, exclude_tags=excluded
         )
         if claimed:
             try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,6 +57,7 @@ class Worker:
         make_run: Callable[[TaskSpec, TaskSnapshot], TaskRun],
         poll_interval: float,
         withheld: Callable[[], frozenset[str]] | None = None,
+        exclude_tags: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self._plane = plane
         self._withheld = withheld
@@ -73,6 +74,7 @@ class Worker:
             free_slots=self.free_slots,
             adopt=self.adopt,
             poll_interval=poll_interval,
+            exclude_tags=exclude_tags,
         )
 
     @property

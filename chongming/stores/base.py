@@ -235,13 +235,16 @@ class TaskStore(abc.ABC):
         serves: Serves,
         buckets: Collection[int] | None = None,
         limit: int = 1,
+        exclude_tags: Collection[str] = (),
     ) -> list[TaskSnapshot]:
         """Take up to ``limit`` queued tasks nobody holds, writing ``owner`` as their owner.
 
         Claimable: status ``queued``, no owner, ``not_before`` unset or past by
         the store's clock, bucket in ``buckets`` (``None``: any; a task without
-        a bucket is claimable by every node), and ``serves[name]`` holding the
-        task's version (an unversioned task matches any served version).
+        a bucket is claimable by every node), ``serves[name]`` holding the
+        task's version (an unversioned task matches any served version), and
+        none of ``exclude_tags`` among its tags (a worker leaves alone what it
+        could not start now, e.g. a tag whose cluster-wide slots are all held).
         Order: higher ``priority`` first, then earlier ``queued_at``, then
         ``task_id``. Atomic: two claimers never take the same task. The status
         and its version do not change (the claimer starts the task through the

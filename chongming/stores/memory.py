@@ -170,11 +170,13 @@ class InMemoryTaskStore(TaskStore):
         serves: Serves,
         buckets: Collection[int] | None = None,
         limit: int = 1,
+        exclude_tags: Collection[str] = (),
     ) -> list[TaskSnapshot]:
         self._check_open()
-        check_claim(owner, serves, buckets, limit)
+        check_claim(owner, serves, buckets, limit, exclude_tags)
         now = self._now()
         chosen = None if buckets is None else frozenset(buckets)
+        excluded = frozenset(exclude_tags)
 
         def claimable(task: TaskSnapshot) -> bool:
             if task.status is not TaskStatus.QUEUED or task.owner is not None:
@@ -182,6 +184,8 @@ class InMemoryTaskStore(TaskStore):
             if task.bucket is not None and chosen is not None and task.bucket not in chosen:
                 return False
             if task.not_before is not None and task.not_before > now:
+                return False
+            if not excluded.isdisjoint(task.tags):
                 return False
             versions = serves.get(task.name)
             return versions is not None and (task.version is None or task.version in versions)

@@ -24,6 +24,7 @@ __all__ = [
     "Serves",
     "check_claim",
     "check_enqueued",
+    "check_exclude_tags",
     "check_idempotency_key",
     "input_digest",
 ]
@@ -70,7 +71,9 @@ def input_digest(snapshot: TaskSnapshot) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def check_claim(owner: object, serves: object, buckets: object, limit: object) -> None:
+def check_claim(
+    owner: object, serves: object, buckets: object, limit: object, exclude_tags: object = ()
+) -> None:
     """The arguments of ``TaskStore.claim``, refused alike by every backend."""
     if not isinstance(owner, str) or not owner:
         raise PayloadError("owner", "must be a non-empty string")
@@ -88,6 +91,20 @@ def check_claim(owner: object, serves: object, buckets: object, limit: object) -
         raise PayloadError("buckets", f"must be a collection of ints or None, got {buckets!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise PayloadError("limit", f"must be an int >= 1, got {limit!r}")
+    check_exclude_tags(exclude_tags)
+
+
+def check_exclude_tags(tags: object) -> list[str]:
+    """``exclude_tags`` of a claim as a sorted list: non-empty strings, never a bare string."""
+    if isinstance(tags, str) or not isinstance(tags, Collection):
+        raise PayloadError(
+            "exclude_tags", f"must be a collection of tag strings, got {type(tags).__name__}"
+        )
+    for tag in tags:
+        if not isinstance(tag, str) or not tag:
+            raise PayloadError("exclude_tags", f"tags are non-empty strings, got {tag!r}")
+        check_text(tag, "exclude_tags")
+    return sorted(set(tags))
 
 
 def _all_ints(values: object) -> bool:

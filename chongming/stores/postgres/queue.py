@@ -37,6 +37,7 @@ from chongming.stores.queue import (
     Serves,
     check_claim,
     check_enqueued,
+    check_exclude_tags,
     input_digest,
 )
 
@@ -63,6 +64,23 @@ def _insert_task(schema: str) -> str:
         f"WITH inserted AS (INSERT INTO {schema}.tasks ({_SELECT}) VALUES ({', '.join(values)})"
         " ON CONFLICT (task_id) DO NOTHING RETURNING task_id)"
         f" SELECT task_id, pg_notify(${notify}, '') FROM inserted"
+    )
+
+
+def _claim(schema: str, *, exclude: bool) -> str:
+    """The claim statement; ``exclude``: skip tasks with any tag of ``$7`` (its own plan)."""
+    excluding = " AND NOT (tags && $7::text[])" if exclude else ""
+    return (
+        f"WITH chosen AS (SELECT task_id FROM {schema}.tasks"
+        " WHERE status = 'queued' AND owner IS NULL"
+        " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
+        " AND ((version IS NULL AND name = ANY($3::text[]))"
+        "   OR (name, version) IN (SELECT * FROM unnest($4::text[], $5::int[])))"
+        f" AND (not_before IS NULL OR not_before <= now()){excluding}"
+        ' ORDER BY priority DESC, queued_at, task_id COLLATE "C"'
+        " LIMIT $6 FOR UPDATE SKIP LOCKED)"
+        f" UPDATE {schema}.tasks AS t SET owner = $1 FROM chosen"
+        f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
     )
 
 
@@ -101,18 +119,8 @@ class WorkQueue:
             f"SELECT task_id, digest FROM {schema}.idempotency_keys WHERE idempotency_key = $1"
         )
         self._get_task = f"SELECT {_SELECT} FROM {schema}.tasks WHERE task_id = $1"
-        self._claim = (
-            f"WITH chosen AS (SELECT task_id FROM {schema}.tasks"
-            " WHERE status = 'queued' AND owner IS NULL"
-            " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
-            " AND ((version IS NULL AND name = ANY($3::text[]))"
-            "   OR (name, version) IN (SELECT * FROM unnest($4::text[], $5::int[])))"
-            " AND (not_before IS NULL OR not_before <= now())"
-            ' ORDER BY priority DESC, queued_at, task_id COLLATE "C"'
-            " LIMIT $6 FOR UPDATE SKIP LOCKED)"
-            f" UPDATE {schema}.tasks AS t SET owner = $1 FROM chosen"
-            f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
-        )
+        self._claim = _claim(schema, exclude=False)
+        self._claim_excluding = _claim(schema, exclude=True)
         self._held = f"SELECT {_SELECT} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
         self._release = (
             f"UPDATE {schema}.tasks SET owner = NULL WHERE task_id = $1 AND owner = $2"
@@ -217,11 +225,12 @@ class WorkQueue:
         serves: Serves,
         buckets: Collection[int] | None,
         limit: int,
+        exclude_tags: Collection[str] = (),
     ) -> list[TaskSnapshot]:
-        check_claim(owner, serves, buckets, limit)
+        check_claim(owner, serves, buckets, limit, exclude_tags)
         names = sorted(serves)
         pairs = [(n, v) for n, versions in serves.items() for v in versions if v is not None]
-        args = (
+        args: tuple[Any, ...] = (
             owner,
             None if buckets is None else sorted(buckets),
             names,
@@ -229,9 +238,13 @@ class WorkQueue:
             [v for _, v in pairs],
             limit,
         )
+        sql = self._claim
+        if exclude_tags:
+            sql = self._claim_excluding
+            args += (check_exclude_tags(exclude_tags),)
         what = f"claiming tasks for {owner!r}"
         try:
-            found = await self._once(what, lambda c: c.fetch(self._claim, *args))
+            found = await self._once(what, lambda c: c.fetch(sql, *args))
         except StoreError:
             raise
         except Exception as error:

@@ -571,8 +571,9 @@ class PostgresTaskStore(ClusterLimitMethods, TaskStore):
         serves: Serves,
         buckets: Collection[int] | None = None,
         limit: int = 1,
+        exclude_tags: Collection[str] = (),
     ) -> list[TaskSnapshot]:
-        return await self._queue.claim(owner, serves, buckets, limit)
+        return await self._queue.claim(owner, serves, buckets, limit, exclude_tags)
 
     # -- counts ----------------------------------------------------------------
 

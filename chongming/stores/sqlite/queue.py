@@ -37,8 +37,16 @@ _CLAIMABLE = (
     "   OR (name, version) IN"
     "     (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?3)))"
     " AND (not_before IS NULL OR not_before <= ?4)"
+    "{excluding}"
     " ORDER BY priority DESC, queued_at, task_id LIMIT ?5"
 )
+#: Only when a claim excludes tags (?6, a JSON array), so the common claim keeps its plan.
+_EXCLUDING = (
+    " AND NOT EXISTS (SELECT 1 FROM json_each(tags)"
+    " WHERE value IN (SELECT value FROM json_each(?6)))"
+)
+_CLAIM = _CLAIMABLE.format(excluding="")
+_CLAIM_EXCLUDING = _CLAIMABLE.format(excluding=_EXCLUDING)
 _TAKE = "UPDATE tasks SET owner = ? WHERE task_id = ? AND status = 'queued' AND owner IS NULL"
 
 
@@ -84,6 +92,8 @@ def claim_tasks(
     serves: dict[str, list[int | None]],
     buckets: list[int] | None,
     limit: int,
+    exclude_tags: list[str],
+    *,
     now: int,
 ) -> list[Any]:
     """Take up to ``limit`` claimable tasks for ``owner``, best first; their snapshots."""
@@ -91,8 +101,12 @@ def claim_tasks(
         return []
     bucket_json = None if buckets is None else dump(sorted(buckets))
     pairs = [[name, v] for name, versions in serves.items() for v in versions if v is not None]
-    params = (bucket_json, dump(sorted(serves)), dump(pairs), now, limit)
-    taken = [row[0] for row in conn.execute(_CLAIMABLE, params).fetchall()]
+    params: tuple[Any, ...] = (bucket_json, dump(sorted(serves)), dump(pairs), now, limit)
+    sql = _CLAIM
+    if exclude_tags:
+        sql = _CLAIM_EXCLUDING
+        params += (dump(exclude_tags),)
+    taken = [row[0] for row in conn.execute(sql, params).fetchall()]
     if not taken:
         return []
     conn.executemany(_TAKE, [(owner, task_id) for task_id in taken])

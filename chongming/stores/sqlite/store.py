@@ -72,7 +72,14 @@ from chongming.stores.codec import STATUS_OF, encode_progress
 from chongming.stores.identity import IdentityCache
 from chongming.stores.limits import ClusterLimit, check_capacity, check_lease, check_limit_name
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
-from chongming.stores.queue import Enqueued, Serves, check_claim, check_enqueued, input_digest
+from chongming.stores.queue import (
+    Enqueued,
+    Serves,
+    check_claim,
+    check_enqueued,
+    check_exclude_tags,
+    input_digest,
+)
 from chongming.stores.sqlite import rows as r
 from chongming.stores.sqlite.batch import (
     PATCH_TASK,
@@ -609,12 +616,14 @@ class SqliteTaskStore(TaskStore):
         serves: Serves,
         buckets: Collection[int] | None = None,
         limit: int = 1,
+        exclude_tags: Collection[str] = (),
     ) -> list[TaskSnapshot]:
-        check_claim(owner, serves, buckets, limit)
+        check_claim(owner, serves, buckets, limit, exclude_tags)
         plain = {name: list(versions) for name, versions in serves.items()}
         chosen = None if buckets is None else sorted(buckets)
+        excluded = check_exclude_tags(exclude_tags)
         claimed: list[TaskSnapshot] = await self._node_op(
-            "claim_tasks", owner, plain, chosen, limit
+            "claim_tasks", owner, plain, chosen, limit, excluded
         )
         return claimed
 

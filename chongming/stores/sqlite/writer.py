@@ -341,8 +341,7 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
     if op.action == "release_claim":
         return queue.release_claim(conn, *op.params)
     if op.action == "claim_tasks":
-        owner, serves, buckets, limit = op.params
-        return queue.claim_tasks(conn, owner, serves, buckets, limit, now)
+        return queue.claim_tasks(conn, *op.params, now=now)
     if op.action in limits.ACTIONS:
         return limits.run_action(conn, op.action, op.params, now)
     raise TypeError(f"unknown command action {op.action!r}")

@@ -173,6 +173,24 @@ class QueueContract(ContractBase):
             assert future is not None
             assert future.owner is None
 
+    async def test_claim_leaves_tasks_carrying_an_excluded_tag(self) -> None:
+        async with self._store() as store:
+            odd = HOSTILE_STRINGS[1]  # quotes and SQL in a tag: data, never syntax
+            await self._enqueue(store, "plain")
+            await self._enqueue(store, "gpu", tags=frozenset({"gpu"}))
+            await self._enqueue(store, "both", tags=frozenset({"gpu", "io"}))
+            await self._enqueue(store, "io", tags=frozenset({"io"}))
+            await self._enqueue(store, "odd", tags=frozenset({odd, "io"}))
+            taken = await store.claim(
+                "node-a", serves=_SERVES, limit=10, exclude_tags=["gpu", odd, "absent"]
+            )
+            assert sorted(t.task_id for t in taken) == ["io", "plain"]
+            # any one excluded tag is enough; nothing left here is free of "io" or "gpu"
+            none = await store.claim("node-b", serves=_SERVES, limit=10, exclude_tags={"io", "gpu"})
+            assert none == []
+            rest = await store.claim("node-b", serves=_SERVES, limit=10, exclude_tags=())
+            assert sorted(t.task_id for t in rest) == ["both", "gpu", "odd"]
+
     async def test_claimers_racing_never_take_a_task_twice(self) -> None:
         async with self._store() as store:
             for n in range(40):
@@ -205,6 +223,11 @@ class QueueContract(ContractBase):
                 await _raises(
                     PayloadError,
                     store.claim(owner, serves=serves, buckets=buckets, limit=limit),  # type: ignore[arg-type]
+                )
+            for exclude in ("gpu", [""], [7], ["nul\x00"], None):
+                await _raises(
+                    PayloadError,
+                    store.claim("node", serves=_SERVES, exclude_tags=exclude),  # type: ignore[arg-type]
                 )
 
     async def test_release_claim_gives_a_claimed_task_back_only_if_unmoved(self) -> None:
