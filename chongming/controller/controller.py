@@ -438,9 +438,9 @@ class Controller:
         with the same input returns the existing task (``created`` is False);
         with other input it raises :class:`IdempotencyConflict`.
 
-        ``connection``: your own asyncpg connection inside your open
-        transaction, on the database of the store: the task exists if and only
-        if your transaction commits (PostgreSQL store only).
+        ``connection``: your own connection inside your open transaction, on
+        the store's database (asyncpg on PostgreSQL; aiosqlite on the SQLite
+        store's file): the task exists if and only if your transaction commits.
         """
         if self._phase != _Phase.OPEN:
             await self._open()
