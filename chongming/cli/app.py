@@ -451,5 +451,6 @@ def main() -> None:
 
 # The commands that load a task module live in their own module; importing it
 # registers them on ``app`` (it needs the helpers above, so it comes last).
+from chongming.cli import dashboard_command as _dashboard_command  # noqa: E402, F401
 from chongming.cli import limit_commands as _limit_commands  # noqa: E402, F401
 from chongming.cli import task_commands as _task_commands  # noqa: E402, F401

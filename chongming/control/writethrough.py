@@ -103,6 +103,8 @@ class WriteThrough:
         self._failing_since: float | None = None
         self._let_go: dict[str, str] = {}
         self._dead: str | None = None  # the store was closed under us
+        #: An Observers fan-out (controller/observers.py) that times and traces each batch.
+        self.observer: Any = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -296,7 +298,10 @@ class WriteThrough:
                 )
             )
         try:
-            results = await self._store.apply_writes(writes)
+            if self.observer is None:
+                results = await self._store.apply_writes(writes)
+            else:
+                results = await self.observer.store_write(self._store, writes)
         except StoreClosed as error:
             self._dead = f"the store was closed under a running controller: {error}"
             _log.error("%s; %d tasks' transitions stay unwritten", self._dead, len(batch))

@@ -31,6 +31,7 @@ from chongming.control.reconcile import ReconcileReport
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import EnqueueRequest, QueuedTask, ServedVersions, build_enqueued
 from chongming.controller.host import ControllerHost
+from chongming.controller.observers import Observer, wire
 from chongming.controller.statistics import ControllerStats
 from chongming.controller.support import (
     all_done,
@@ -123,6 +124,7 @@ class Controller:
         poll_interval: float = 1.0,
         reconcile_interval: float | None = None,
         work: bool = False,
+        observers: Iterable[Observer] | None = None,
     ) -> None:
         self.limits = AdmissionLimits(
             max_parallel=max_parallel,
@@ -201,6 +203,7 @@ class Controller:
             withheld = None if self._cluster is None else self._cluster.blocked
             self._worker = worker_of(self, self._plane, self._host, withheld)
         self._pipelines = LivePipelines()
+        self._observers = wire(observers, self.owner, self._host, self._plane)  # metrics, traces
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -703,9 +706,12 @@ class Controller:
     async def _apply_command(self, command: Command) -> str | None:
         plane = self._plane
         assert plane is not None
-        return await apply_command(
+        outcome = await apply_command(
             command, held=self._host.get, store=plane.store, owner=self.owner
         )
+        if self._observers is not None:
+            self._observers.command_applied(command, outcome)
+        return outcome
 
     async def stop_all(self, *, reason: str | None = None, actor: str = "user") -> int:
         """Ask every unfinished task to stop. Returns how many requests were issued,

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
 from chongming.control.plane import ControlPlane
+from chongming.controller.observers import Observers
 from chongming.errors import DuplicateTask
 from chongming.executors.base import Executor
 from chongming.executors.thread import ThreadExecutor
@@ -46,6 +47,7 @@ class ControllerHost:
         "_tasks",
         "_threads",
         "keep_finished",
+        "observer",
         "on_demand",
         "on_finished",
     )
@@ -79,6 +81,8 @@ class ControllerHost:
         self.on_finished: Callable[[], None] | None = None
         #: Called with a run's tags when it queues or leaves a slot (cluster slots rebalance).
         self.on_demand: Callable[[Collection[str]], None] | None = None
+        #: Metrics, traces (controller/observers.py): sees every run, transition and attempt.
+        self.observer: Observers | None = None
 
     def attach(self, plane: ControlPlane) -> None:
         """Write every transition through ``plane`` from now on."""
@@ -97,6 +101,8 @@ class ControllerHost:
             raise DuplicateTask(task_id)
         self._runs[task_id] = run
         self._counts[TaskStatus.PENDING] += 1
+        if self.observer is not None:
+            self.observer.registered(run)
 
     def forget(self, run: TaskRun) -> None:
         """Undo :meth:`register` for a run the store refused: nothing is left behind."""
@@ -160,6 +166,8 @@ class ControllerHost:
             self.on_demand(run.tags)
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        if self.observer is not None:
+            coro = self.observer.wrap_attempt(run, coro)
         return self._tasks.spawn(coro)
 
     def record(self, run: HostedRun, previous: TaskStatus) -> None:
@@ -172,6 +180,8 @@ class ControllerHost:
             plane.record(run)
         if status in _TERMINAL:
             self._retire(run)
+        if self.observer is not None:
+            self.observer.transition(run, previous)
 
     def launch_gate(self, run: HostedRun) -> Callable[[], Awaitable[bool]] | None:
         plane = self._plane

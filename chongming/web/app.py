@@ -1,0 +1,402 @@
+"""The dashboard as an ASGI app (Starlette): pages, live fragments, controls, ``/metrics``.
+
+:func:`create_app` takes your :class:`~chongming.Controller` (the app never
+closes it) or a store location (the app opens a query-only controller on it
+— it never registers as a node and never claims commands — and closes it on
+shutdown or :meth:`Dashboard.aclose`). Serve it with uvicorn, or mount it in
+a FastAPI / Starlette service: links follow the mount path.
+
+Routes (``GET`` unless marked):
+
+==============================  ==============================================
+``/``                           tasks, filtered and paginated
+``/tasks/{id}``                 one task: facts, diagram, timeline, controls
+``/nodes``                      nodes, buckets (owned twice / orphaned), limits
+``/reconcile``                  a dry run; ``POST`` applies it
+``POST /control``               stop / pause / resume (form: task_id, kind, reason)
+``/fragments/...``              the live parts of the pages, polled by the script
+``/api/tasks``, ``/api/tasks/{id}``  the same data as JSON (the CLI's shapes)
+``/metrics``                    Prometheus text format
+``/login`` (and ``POST``)       only when a token is configured
+``/static/dashboard.{css,js}``  the only assets; nothing comes from the network
+==============================  ==============================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote
+
+from chongming.errors import ChongmingError, TaskNotFound
+from chongming.state.serialize import snapshot_to_json, transition_to_json
+from chongming.stores.base import TaskStore
+from chongming.web import board, pages, pages_ops
+from chongming.web.assets import CSS, JS
+from chongming.web.extras import need
+from chongming.web.metrics import CONTENT_TYPE, ChongmingMetrics
+from chongming.web.security import COOKIE, SECURITY_HEADERS, Guard
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import Receive, Scope, Send
+
+    from chongming.controller.controller import Controller
+
+__all__ = ["Dashboard", "create_app"]
+
+_log = logging.getLogger("chongming.web")
+_MAX_FORM = 16 * 1024
+Handler = Callable[["Request"], Awaitable["Response"]]
+
+
+class Dashboard:
+    """The ASGI app :func:`create_app` returns; see the module docstring."""
+
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        owns_controller: bool,
+        read_only: bool,
+        guard: Guard,
+        store_label: str,
+        metrics: ChongmingMetrics,
+        actor: str,
+    ) -> None:
+        need("starlette", "web")
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        self.controller = controller
+        self.metrics = metrics
+        self.read_only = read_only
+        self._owns = owns_controller
+        self._guard = guard
+        self._store_label = store_label
+        self._actor = actor
+        read, write = self._read, self._write
+        routes = [
+            Route("/", read(self._list)),
+            Route("/fragments/tasks", read(self._list_fragment)),
+            Route("/tasks/{task_id:path}", read(self._task)),
+            Route("/fragments/tasks/{task_id:path}", read(self._task_fragment)),
+            Route("/api/tasks", read(self._api_list)),
+            Route("/api/tasks/{task_id:path}", read(self._api_task)),
+            Route("/nodes", read(self._nodes)),
+            Route("/reconcile", read(self._reconcile_dry)),
+            Route("/reconcile", write(self._reconcile_apply), methods=["POST"]),
+            Route("/control", write(self._control), methods=["POST"]),
+            Route("/metrics", read(self._metrics)),
+            Route("/login", self._login, methods=["GET", "POST"]),
+            Route("/static/dashboard.css", self._css),
+            Route("/static/dashboard.js", self._js),
+        ]
+        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+    async def aclose(self) -> None:
+        """Close the controller if this app opened it (a mounted app gets no lifespan)."""
+        if self._owns:
+            await self.controller.close()  # closes the store only if it opened it
+
+    def _lifespan(self, app: Any) -> Any:
+        import contextlib
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_: Any) -> Any:
+            yield
+            await self.aclose()
+
+        return lifespan(app)
+
+    # -- guards ------------------------------------------------------------------------
+
+    def _chrome(self, request: Request) -> pages.Chrome:
+        return pages.Chrome(
+            base=str(request.scope.get("root_path", "")).rstrip("/"),
+            store=self._store_label,
+            csrf=self._guard.csrf,
+            read_only=self.read_only,
+            token_required=self._guard.token_required,
+        )
+
+    def _authorized(self, request: Request) -> bool:
+        return self._guard.authorized(
+            request.cookies.get(COOKIE), request.headers.get("authorization")
+        )
+
+    def _read(self, handler: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            if not self._authorized(request):
+                return self._unauthorized(request)
+            return await self._safely(handler, request)
+
+        return guarded
+
+    def _write(self, handler: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            if not self._authorized(request):
+                return self._refuse(request, 403, "this dashboard needs its token")
+            if self.read_only:
+                return self._refuse(request, 403, "this dashboard is read-only")
+            form = await _form(request)
+            if form is None:
+                return self._refuse(request, 413, "the form is too large")
+            if not self._guard.csrf_ok(form.get("csrf")):
+                return self._refuse(request, 403, "missing or wrong CSRF token; reload the page")
+            request.state.form = form
+            return await self._safely(handler, request)
+
+        return guarded
+
+    async def _safely(self, handler: Handler, request: Request) -> Response:
+        try:
+            return await handler(request)
+        except board.BadInput as error:
+            return self._refuse(request, 400, str(error))
+        except TaskNotFound as error:
+            return self._refuse(request, 404, str(error))
+        except ChongmingError as error:  # the store's errors are redacted already
+            _log.warning("dashboard request failed: %s", error)
+            return self._refuse(request, 503, f"{type(error).__name__}: {error}")
+
+    def _unauthorized(self, request: Request) -> Response:
+        from starlette.responses import RedirectResponse
+
+        if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+            base = self._chrome(request).base
+            return _secure(RedirectResponse(f"{base}/login", status_code=303))
+        return self._refuse(request, 401, "this dashboard needs its token")
+
+    def _refuse(self, request: Request, status: int, message: str) -> Response:
+        from starlette.responses import HTMLResponse, JSONResponse
+
+        if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
+            return _secure(JSONResponse({"error": message}, status_code=status))
+        page = pages.message_page(self._chrome(request), f"{status}", message)
+        return _secure(HTMLResponse(page, status_code=status))
+
+    # -- pages ---------------------------------------------------------------------------
+
+    async def _page(self, request: Request) -> board.TaskPage:
+        wanted = board.ListFilter.parse(request.query_params)
+        return await board.list_page(self.controller, wanted)
+
+    async def _list(self, request: Request) -> Response:
+        page = await self._page(request)
+        return _html(pages.list_page(self._chrome(request), page))
+
+    async def _list_fragment(self, request: Request) -> Response:
+        page = await self._page(request)
+        return _html(pages.list_body(self._chrome(request), page))
+
+    async def _task(self, request: Request) -> Response:
+        view = await board.task_view(self.controller, request.path_params["task_id"])
+        sent = request.query_params.get("sent")
+        notice = _notice(sent, request.query_params.get("issued"), view)
+        return _html(pages.task_page(self._chrome(request), view, notice))
+
+    async def _task_fragment(self, request: Request) -> Response:
+        view = await board.task_view(self.controller, request.path_params["task_id"])
+        return _html(pages.task_body(view))
+
+    async def _api_list(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        page = await self._page(request)
+        data = {
+            "tasks": [snapshot_to_json(s) for s in page.tasks],
+            "has_next": page.has_next,
+            "counts": dict(page.counts),
+        }
+        return _secure(JSONResponse(data))
+
+    async def _api_task(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        view = await board.task_view(self.controller, request.path_params["task_id"])
+        data = {
+            "task": snapshot_to_json(view.snapshot),
+            "transitions": [transition_to_json(t) for t in view.history],
+        }
+        return _secure(JSONResponse(data))
+
+    async def _nodes(self, request: Request) -> Response:
+        view = await board.nodes_view(self.controller)
+        return _html(pages_ops.nodes_page(self._chrome(request), view))
+
+    async def _reconcile_dry(self, request: Request) -> Response:
+        report = await board.reconcile(self.controller, apply=False, reason=None)
+        return _html(pages_ops.reconcile_page(self._chrome(request), report))
+
+    async def _reconcile_apply(self, request: Request) -> Response:
+        form: Mapping[str, str] = request.state.form
+        report = await board.reconcile(self.controller, apply=True, reason=form.get("reason"))
+        return _html(pages_ops.reconcile_page(self._chrome(request), report))
+
+    async def _control(self, request: Request) -> Response:
+        from starlette.responses import RedirectResponse
+
+        form: Mapping[str, str] = request.state.form
+        result = await board.control(
+            self.controller,
+            form.get("kind", ""),
+            form.get("task_id", ""),
+            form.get("reason"),
+            actor=self._actor,
+        )
+        base = self._chrome(request).base
+        issued = "1" if result.issued else "0"
+        target = f"{base}/tasks/{quote(result.task_id, safe='')}?sent={result.kind}&issued={issued}"
+        return _secure(RedirectResponse(target, status_code=303))
+
+    async def _metrics(self, request: Request) -> Response:
+        from starlette.responses import Response
+
+        store = self.controller.store
+        if store is not None:
+            await self.metrics.refresh_store(store)
+        return _secure(Response(self.metrics.exposition(), media_type=CONTENT_TYPE))
+
+    async def _login(self, request: Request) -> Response:
+        from starlette.responses import HTMLResponse, RedirectResponse
+
+        chrome = self._chrome(request)
+        if not self._guard.token_required:
+            return _secure(RedirectResponse(f"{chrome.base}/", status_code=303))
+        if request.method == "GET":
+            return _html(pages.login_page(chrome))
+        form = await _form(request)
+        offered = None if form is None else form.get("token")
+        if offered is None or not self._guard.token_matches(offered):
+            return _secure(HTMLResponse(pages.login_page(chrome, failed=True), status_code=403))
+        response = RedirectResponse(f"{chrome.base}/", status_code=303)
+        response.set_cookie(
+            COOKIE,
+            self._guard.session_cookie(),
+            httponly=True,
+            samesite="strict",
+            path=f"{chrome.base}/",
+            secure=request.url.scheme == "https",
+        )
+        return _secure(response)
+
+    async def _css(self, request: Request) -> Response:
+        from starlette.responses import Response
+
+        return _asset(Response(CSS, media_type="text/css"))
+
+    async def _js(self, request: Request) -> Response:
+        from starlette.responses import Response
+
+        return _asset(Response(JS, media_type="text/javascript"))
+
+
+def _notice(sent: str | None, issued: str | None, view: board.TaskView) -> str | None:
+    if sent not in board.CONTROLS:
+        return None
+    if issued != "1":
+        return f"{view.snapshot.task_id} had already ended; nothing was sent"
+    owner = view.snapshot.owner or "any node"
+    return f"{sent} requested (addressed to {owner})"
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """An url-encoded form (what the pages post), at most 16 KiB; ``None`` when larger."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_FORM:
+            return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return {}
+    return dict(parse_qsl(text, keep_blank_values=True))
+
+
+def _secure(response: Response) -> Response:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def _html(markup: str) -> Response:
+    from starlette.responses import HTMLResponse
+
+    return _secure(HTMLResponse(markup))
+
+
+def _asset(response: Response) -> Response:
+    response.headers["cache-control"] = "public, max-age=300"
+    response.headers["x-content-type-options"] = "nosniff"
+    return response
+
+
+def describe_store(target: object) -> str:
+    """What the header shows of the store: never a password."""
+    from chongming.control.location import describe_location
+
+    if isinstance(target, str | os.PathLike):
+        return describe_location(target)
+    if isinstance(target, TaskStore):
+        path = getattr(target, "path", None)
+        if type(target).__name__ == "SqliteTaskStore" and isinstance(path, str):
+            return f"sqlite {path}"
+        if type(target).__name__ == "PostgresTaskStore":
+            return repr(target)  # its repr redacts the DSN
+        return type(target).__name__
+    return "no store"
+
+
+def create_app(
+    controller_or_store_location: Controller | TaskStore | str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    token: str | None = None,
+    metrics: ChongmingMetrics | None = None,
+    actor: str = "dashboard",
+    num_buckets: int = 64,
+    owned_buckets: frozenset[int] | None = None,
+    owner: str | None = None,
+) -> Dashboard:
+    """The dashboard app; see the module docstring.
+
+    ``metrics``: the :class:`ChongmingMetrics` your controller observes (its
+    counters then show on ``/metrics``); by default one of its own, which
+    shows the store-wide gauges. ``actor`` is who the history names for the
+    dashboard's stop / pause / resume. ``num_buckets``, ``owned_buckets`` and
+    ``owner`` configure the controller opened on a store location (what
+    reconcile judges, and under which name).
+    """
+    need("starlette", "web")
+    from chongming.controller.controller import Controller
+
+    target = controller_or_store_location
+    if isinstance(target, Controller):
+        controller, owns = target, False
+        label = describe_store(target.store)
+    else:
+        label = describe_store(target)
+        controller = Controller(
+            store=target,
+            num_buckets=num_buckets,
+            owned_buckets=owned_buckets,
+            owner=owner,
+        )
+        owns = True
+    return Dashboard(
+        controller,
+        owns_controller=owns,
+        read_only=read_only,
+        guard=Guard(token),
+        store_label=label,
+        metrics=metrics if metrics is not None else ChongmingMetrics(),
+        actor=actor,
+    )

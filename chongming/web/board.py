@@ -1,0 +1,256 @@
+"""What the dashboard reads and sends, through a :class:`~chongming.Controller` only.
+
+No SQL and no store internals here: the list is one :class:`TaskQuery`
+(the stores answer it from their indexes, ordered by creation), a task is
+``get`` + ``history`` + its commands, and a control is the controller's
+``stop`` / ``pause`` / ``resume`` — the same calls ``chongming stop`` makes,
+so a command reaches a task held by another process exactly as from the CLI,
+and nothing but a registered task's id and a reason ever travels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from chongming.control.buckets import BucketReport
+from chongming.control.reconcile import ReconcileReport
+from chongming.errors import ConfigurationError, PayloadError
+from chongming.state.payload import check_reason, check_task_id
+from chongming.state.query import TaskQuery
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.status import ACTIVE_STATUSES, TaskStatus
+from chongming.stores.limits import ClusterLimit
+from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
+
+if TYPE_CHECKING:
+    from chongming.controller.controller import Controller
+
+__all__ = [
+    "CONTROLS",
+    "MAX_PAGE",
+    "PAGE_SIZE",
+    "BadInput",
+    "ControlResult",
+    "ListFilter",
+    "NodesView",
+    "TaskPage",
+    "TaskView",
+    "control",
+    "list_page",
+    "nodes_view",
+    "task_view",
+]
+
+PAGE_SIZE = 50
+#: Pages past this are refused: page N reads N * size rows (the query has no cursor).
+MAX_PAGE = 100
+CONTROLS = ("stop", "pause", "resume")
+_FIELD_LIMIT = 200
+
+
+class BadInput(ValueError):
+    """A filter or form field the dashboard refuses (shown to the user, status 400)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ListFilter:
+    """The list page's filters, as parsed from the query string."""
+
+    status: str = "active"  # "active", "all" or one status value
+    tag: str | None = None
+    bucket: int | None = None
+    owner: str | None = None
+    name: str | None = None
+    page: int = 1
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> ListFilter:
+        status = (params.get("status") or "active").strip()
+        if status not in ("active", "all") and status not in TaskStatus.__members__.values():
+            raise BadInput(f"unknown status {status!r}")
+        bucket_text = (params.get("bucket") or "").strip()
+        page_text = (params.get("page") or "1").strip()
+        try:
+            bucket = int(bucket_text) if bucket_text else None
+            page = int(page_text)
+        except ValueError:
+            raise BadInput("bucket and page must be whole numbers") from None
+        if bucket is not None and bucket < 0:
+            raise BadInput("bucket must be >= 0")
+        if not 1 <= page <= MAX_PAGE:
+            raise BadInput(f"page must be between 1 and {MAX_PAGE}")
+        return cls(
+            status=status,
+            tag=_text(params, "tag"),
+            bucket=bucket,
+            owner=_text(params, "owner"),
+            name=_text(params, "name"),
+            page=page,
+        )
+
+    def statuses(self) -> frozenset[TaskStatus] | None:
+        if self.status == "all":
+            return None
+        if self.status == "active":
+            return ACTIVE_STATUSES
+        return frozenset({TaskStatus(self.status)})
+
+    def params(self, **changes: object) -> dict[str, str]:
+        """The filter as query parameters (defaults left out), with ``changes`` applied."""
+        values = dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        out: dict[str, str] = {}
+        if values.status != "active":
+            out["status"] = values.status
+        for field in ("tag", "owner", "name"):
+            value = getattr(values, field)
+            if value is not None:
+                out[field] = value
+        if values.bucket is not None:
+            out["bucket"] = str(values.bucket)
+        if values.page != 1:
+            out["page"] = str(values.page)
+        return out
+
+
+def _text(params: Mapping[str, str], field: str) -> str | None:
+    value = (params.get(field) or "").strip()
+    if not value:
+        return None
+    if len(value) > _FIELD_LIMIT or "\x00" in value:
+        raise BadInput(f"{field} is too long or holds a NUL character")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TaskPage:
+    filter: ListFilter
+    tasks: Sequence[TaskSnapshot]
+    has_next: bool
+    counts: Mapping[str, int]  # status -> tasks in the store (every owner, every bucket)
+
+
+async def list_page(
+    controller: Controller, wanted: ListFilter, *, size: int = PAGE_SIZE, counts: bool = True
+) -> TaskPage:
+    """One page of the list: ``size`` tasks, oldest first, and whether another follows."""
+    try:
+        query = TaskQuery(
+            statuses=wanted.statuses(),
+            tag=wanted.tag,
+            bucket=wanted.bucket,
+            owner=wanted.owner,
+            name=wanted.name,
+            limit=wanted.page * size + 1,
+        )
+    except ConfigurationError as error:
+        raise BadInput(str(error)) from None
+    found = await controller.list_tasks(query)
+    start = (wanted.page - 1) * size
+    by_status: dict[str, int] = {}
+    if counts:
+        store = controller.store
+        if store is not None:
+            for count in await store.task_counts():
+                key = count.status.value
+                by_status[key] = by_status.get(key, 0) + count.count
+    return TaskPage(
+        filter=wanted,
+        tasks=found[start : start + size],
+        has_next=len(found) > start + size,
+        counts=by_status,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TaskView:
+    snapshot: TaskSnapshot
+    history: Sequence[Transition]
+    commands: Sequence[CommandRecord]
+
+
+def checked_id(task_id: str) -> str:
+    try:
+        return check_task_id(task_id)
+    except PayloadError as error:
+        raise BadInput(f"invalid task id: {error.reason}") from None
+
+
+async def task_view(controller: Controller, task_id: str) -> TaskView:
+    """One task: its snapshot, its whole history and the commands sent to it."""
+    task_id = checked_id(task_id)
+    snapshot = await controller.get(task_id)
+    history = await controller.history(task_id)
+    store = controller.store
+    commands = [] if store is None else await store.command_records(task_id=task_id, limit=50)
+    return TaskView(snapshot=snapshot, history=history, commands=commands)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class NodesView:
+    nodes: Sequence[NodeRecord]
+    buckets: BucketReport
+    limits: Sequence[ClusterLimit]
+    counts: Sequence[TaskCount]
+
+
+async def nodes_view(controller: Controller) -> NodesView:
+    nodes = await controller.nodes()
+    report = await controller.bucket_report()
+    store = controller.store
+    limits: list[ClusterLimit] = []
+    if store is not None:
+        try:
+            limits = await store.cluster_limits()
+        except NotImplementedError:
+            limits = []
+    return NodesView(nodes=nodes, buckets=report, limits=limits, counts=())
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ControlResult:
+    """What a control did: ``issued`` False when the task had already ended."""
+
+    kind: str
+    task_id: str
+    issued: bool
+    status: TaskStatus
+    owner: str | None
+
+
+async def control(
+    controller: Controller, kind: str, task_id: str, reason: str | None, *, actor: str
+) -> ControlResult:
+    """``stop`` / ``pause`` / ``resume`` through the controller, as ``chongming stop`` does."""
+    if kind not in CONTROLS:
+        raise BadInput(f"unknown control {kind!r}")
+    task_id = checked_id(task_id)
+    reason = (reason or "").strip() or None
+    try:
+        reason = check_reason(reason)
+    except PayloadError as error:
+        raise BadInput(f"invalid reason: {error.reason}") from None
+    snapshot = await controller.get(task_id)
+    issued = False
+    if not snapshot.is_terminal:
+        if kind == "stop":
+            issued = await controller.stop(task_id, reason=reason, actor=actor)
+        elif kind == "pause":
+            await controller.pause(task_id, reason=reason, actor=actor)
+            issued = True
+        else:
+            await controller.resume(task_id, reason=reason, actor=actor)
+            issued = True
+    return ControlResult(
+        kind=kind, task_id=task_id, issued=issued, status=snapshot.status, owner=snapshot.owner
+    )
+
+
+async def reconcile(controller: Controller, *, apply: bool, reason: str | None) -> ReconcileReport:
+    reason = (reason or "").strip() or None
+    try:
+        reason = check_reason(reason)
+    except PayloadError as error:
+        raise BadInput(f"invalid reason: {error.reason}") from None
+    return await controller.reconcile(dry_run=not apply, reason=reason)

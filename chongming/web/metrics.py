@@ -1,0 +1,317 @@
+"""Prometheus metrics: an observer that counts what a controller does, and store-wide gauges.
+
+``Controller(observers=[metrics])`` feeds the counters and histograms as
+things happen (one dict lookup and an ``inc`` per transition); gauges of the
+controller's own state (admission, write-through backlog, lease renewals)
+are read at scrape time; :meth:`ChongmingMetrics.refresh_store` sets the
+store-wide gauges (tasks by status, queue depth and running tasks per
+bucket, nodes) from one ``task_counts`` and one ``nodes`` read, which the
+dashboard's ``/metrics`` does before each scrape.
+
+Label values are bounded: statuses, triggers and outcomes come from fixed
+sets; task names are capped (``max_names``, the rest are ``"other"``);
+buckets by the plane's bucket count; resources by the configured limits. No
+task id is ever a label. The names are listed in ``docs/observability.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from chongming.control.reconcile import ReconcileReport
+from chongming.controller.observers import Observer, RuntimeFacts
+from chongming.state.status import CARRIER_STATUSES, TaskStatus
+from chongming.stores.base import Command, TaskStore
+from chongming.stores.writes import StateWrite, WriteResult
+from chongming.web.extras import need
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
+
+__all__ = ["CONTENT_TYPE", "ChongmingMetrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OTHER = "other"
+_STARTING = TaskStatus.STARTING
+_CARRIERS = CARRIER_STATUSES
+#: Attempts last from milliseconds to hours.
+ATTEMPT_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 300, 900, 3600, 4 * 3600)
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class ChongmingMetrics(Observer):
+    """See the module docstring. One instance may watch several controllers."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        max_names: int = 100,
+        max_label_sets: int = 2000,
+    ) -> None:
+        pc = need("prometheus_client", "web")
+        self.registry: CollectorRegistry = (
+            registry if registry is not None else pc.CollectorRegistry()
+        )
+        self.max_names = max_names
+        self.max_label_sets = max_label_sets
+        r = self.registry
+        self.transitions = pc.Counter(
+            "chongming_transitions",
+            "Task transitions, by from status, to status and trigger.",
+            ["from_status", "to_status", "trigger"],
+            registry=r,
+        )
+        self.attempt_seconds = pc.Histogram(
+            "chongming_attempt_duration_seconds",
+            "Attempts from starting to the status they ended in, by task name and outcome.",
+            ["name", "outcome"],
+            buckets=ATTEMPT_BUCKETS,
+            registry=r,
+        )
+        self.store_write_seconds = pc.Histogram(
+            "chongming_store_write_seconds",
+            "One batch of state writes to the store (write-through), start to answer.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.store_writes = pc.Counter(
+            "chongming_store_writes",
+            "State writes (one per task per batch) by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.command_latency = pc.Histogram(
+            "chongming_command_apply_latency_seconds",
+            "From a command's creation to its owner applying it, by kind.",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.reconcile_outcomes = pc.Counter(
+            "chongming_reconcile_outcomes",
+            "Tasks judged by reconcile, by outcome (dry runs included, see mode).",
+            ["outcome", "mode"],
+            registry=r,
+        )
+        self.store_tasks = pc.Gauge(
+            "chongming_store_tasks", "Tasks in the store by status.", ["status"], registry=r
+        )
+        self.store_queue_depth = pc.Gauge(
+            "chongming_store_queue_depth",
+            "Queued tasks in the store per bucket ('none': no bucket).",
+            ["bucket"],
+            registry=r,
+        )
+        self.store_running = pc.Gauge(
+            "chongming_store_running",
+            "Tasks holding an execution carrier in the store, per bucket.",
+            ["bucket"],
+            registry=r,
+        )
+        self.store_nodes = pc.Gauge(
+            "chongming_store_nodes",
+            "Node rows in the store, live or expired.",
+            ["state"],
+            registry=r,
+        )
+        self._transition_children: dict[tuple[TaskStatus, TaskStatus, str], Any] = {}
+        self._attempt_children: dict[tuple[str, TaskStatus], Any] = {}
+        self._names: set[str] = set()
+        self._started: dict[str, float] = {}
+        self._facts: list[Callable[[], RuntimeFacts]] = []
+        r.register(_RuntimeCollector(self))
+
+    # -- the observer hooks -----------------------------------------------------------
+
+    def attached(self, facts: Callable[[], RuntimeFacts]) -> None:
+        self._facts.append(facts)
+
+    def transition(self, run: Any, previous: TaskStatus) -> None:
+        status = run.status
+        key = (previous, status, run.last_transition.trigger)
+        child = self._transition_children.get(key)
+        if child is None:
+            child = self._transition_child(key)
+        child.inc()
+        if status is _STARTING:
+            self._started[run.task_id] = time.perf_counter()
+        elif previous in _CARRIERS and status not in _CARRIERS:
+            began = self._started.pop(run.task_id, None)
+            if began is not None:
+                self._attempt_child(run.name, status).observe(time.perf_counter() - began)
+
+    def _transition_child(self, key: tuple[TaskStatus, TaskStatus, str]) -> Any:
+        previous, status, trigger = key
+        if len(self._transition_children) >= self.max_label_sets:
+            trigger = OTHER
+        child = self.transitions.labels(previous.value, status.value, trigger)
+        self._transition_children[key] = child
+        return child
+
+    def _attempt_child(self, name: str, outcome: TaskStatus) -> Any:
+        if name not in self._names:
+            if len(self._names) >= self.max_names:
+                name = OTHER
+            else:
+                self._names.add(name)
+        key = (name, outcome)
+        child = self._attempt_children.get(key)
+        if child is None:
+            child = self._attempt_children[key] = self.attempt_seconds.labels(name, outcome.value)
+        return child
+
+    def write_ended(
+        self,
+        token: object,
+        writes: Sequence[StateWrite],
+        seconds: float,
+        results: Sequence[WriteResult] | None,
+        error: BaseException | None,
+    ) -> None:
+        self.store_write_seconds.observe(seconds)
+        if results is None:
+            self.store_writes.labels("error").inc(len(writes))
+            return
+        tally: dict[str, int] = {}
+        for result in results:
+            tally[result.outcome.value] = tally.get(result.outcome.value, 0) + 1
+        for outcome, count in tally.items():
+            self.store_writes.labels(outcome).inc(count)
+
+    def command_applied(self, command: Command, outcome: str | None, seconds: float) -> None:
+        self.command_latency.labels(command.kind.value).observe(seconds)
+
+    def reconciled(self, report: ReconcileReport) -> None:
+        mode = "dry_run" if report.dry_run else "apply"
+        for entry in report.entries:
+            self.reconcile_outcomes.labels(entry.outcome.value, mode).inc()
+
+    # -- store-wide gauges ---------------------------------------------------------------
+
+    async def refresh_store(self, store: TaskStore) -> None:
+        """Set the store-wide gauges from one ``task_counts`` and one ``nodes`` read."""
+        counts = await store.task_counts()
+        nodes = await store.nodes()
+        by_status: dict[str, int] = dict.fromkeys((s.value for s in TaskStatus), 0)
+        queued: dict[str, int] = {}
+        running: dict[str, int] = {}
+        for count in counts:
+            by_status[count.status.value] += count.count
+            bucket = "none" if count.bucket is None else str(count.bucket)
+            if count.status is TaskStatus.QUEUED:
+                queued[bucket] = queued.get(bucket, 0) + count.count
+            elif count.status in _CARRIERS:
+                running[bucket] = running.get(bucket, 0) + count.count
+        live = sum(1 for node in nodes if node.live)
+        # No await from here on: a concurrent scrape never sees half-set gauges.
+        for status, value in by_status.items():
+            self.store_tasks.labels(status).set(value)
+        for gauge, values in ((self.store_queue_depth, queued), (self.store_running, running)):
+            gauge.clear()
+            for bucket, value in values.items():
+                gauge.labels(bucket).set(value)
+        self.store_nodes.labels("live").set(live)
+        self.store_nodes.labels("expired").set(len(nodes) - live)
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        pc = need("prometheus_client", "web")
+        data: bytes = pc.generate_latest(self.registry)
+        return data
+
+
+class _RuntimeCollector:
+    """Scrape-time gauges of the watched controllers (no store read, no await)."""
+
+    def __init__(self, metrics: ChongmingMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # described lazily: the families depend on what is attached
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        facts = [read() for read in self._metrics._facts]
+        local = GaugeMetricFamily(
+            "chongming_tasks", "Tasks held by this process, by status.", labels=["status"]
+        )
+        totals: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+        for fact in facts:
+            for status, count in fact.counts.items():
+                totals[status] += count
+        for status, count in totals.items():
+            local.add_metric([status.value], count)
+        yield local
+        waiting = GaugeMetricFamily(
+            "chongming_admission_waiting", "Tasks waiting for a slot in this process."
+        )
+        waiting.add_metric([], sum(f.admission.waiting for f in facts))
+        yield waiting
+        running = GaugeMetricFamily(
+            "chongming_admission_running", "Tasks holding a slot in this process."
+        )
+        running.add_metric([], sum(f.admission.running for f in facts))
+        yield running
+        yield _per(
+            "chongming_running_per_bucket",
+            "Tasks holding a slot in this process, per bucket.",
+            "bucket",
+            (f.admission.running_per_bucket for f in facts),
+        )
+        yield _per(
+            "chongming_waiting_per_bucket",
+            "Tasks waiting for a slot in this process, per bucket.",
+            "bucket",
+            (f.admission.waiting_per_bucket for f in facts),
+        )
+        yield _per(
+            "chongming_running_per_resource",
+            "Tasks holding a slot in this process, per limited resource (tag).",
+            "resource",
+            (f.admission.running_per_resource for f in facts),
+        )
+        failures = CounterMetricFamily(
+            "chongming_persist_failures",
+            "State writes the store refused (each is retried; nothing is dropped).",
+        )
+        pending = GaugeMetricFamily(
+            "chongming_persist_pending_transitions", "Transitions not yet durable in the store."
+        )
+        failing = GaugeMetricFamily(
+            "chongming_persist_failing", "1 while the store keeps refusing writes."
+        )
+        persisted = [f.persist for f in facts if f.persist is not None]
+        failures.add_metric([], sum(p.failed_writes for p in persisted))
+        pending.add_metric([], sum(p.pending_transitions for p in persisted))
+        failing.add_metric([], 1 if any(p.failing_since is not None for p in persisted) else 0)
+        yield failures
+        yield pending
+        yield failing
+        renewals = CounterMetricFamily(
+            "chongming_lease_renewals", "Node lease renewals written by this process."
+        )
+        renewals.add_metric([], sum(f.lease_renewals for f in facts))
+        yield renewals
+        applied = CounterMetricFamily(
+            "chongming_commands_applied", "Commands this process claimed and applied."
+        )
+        applied.add_metric([], sum(f.commands_applied for f in facts))
+        yield applied
+
+
+def _per(name: str, documentation: str, label: str, maps: Iterable[Any]) -> Metric:
+    from prometheus_client.core import GaugeMetricFamily
+
+    family = GaugeMetricFamily(name, documentation, labels=[label])
+    merged: dict[str, int] = {}
+    for mapping in maps:
+        for key, value in mapping.items():
+            merged[str(key)] = merged.get(str(key), 0) + value
+    for key, value in sorted(merged.items()):
+        family.add_metric([key], value)
+    return family

@@ -1,0 +1,182 @@
+"""OpenTelemetry spans around each attempt and each store write (``opentelemetry-api`` only).
+
+``Controller(observers=[ChongmingTracing()])``. The SDK, its exporters and
+sampling stay your choice: with no SDK configured every span is the API's
+no-op and costs next to nothing.
+
+- ``chongming.attempt`` — one per attempt, from its launch to the status it
+  ended in, around the coroutine that carries it, so the span is *current*
+  inside an ``async def`` task (spans your code opens are its children).
+  Its parent is the context that was current when the task was submitted
+  here: a web request that submits a task and the attempt it caused share
+  one trace. Attributes: ``chongming.task.id``, ``chongming.task.name``,
+  ``chongming.task.attempt``, ``chongming.task.status`` (at the end),
+  ``chongming.task.owner``. An attempt that does not succeed has status
+  ERROR with the failure's kind and message.
+- ``chongming.store.write`` — one per batch the write-through sends, a root
+  span linked to the attempt spans of the tasks it writes. Attributes:
+  ``chongming.write.tasks`` (batch size), ``chongming.write.outcomes``, and
+  for a batch of one the task's id, name, attempt and status.
+
+A task enqueued here and claimed by a worker in another process starts a
+new trace there: the task row has no column for a trace context yet (see
+``docs/observability.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+from chongming.controller.observers import Observer
+from chongming.state.status import TaskStatus
+from chongming.stores.writes import StateWrite, WriteResult
+from chongming.web.extras import need
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+__all__ = ["ATTEMPT_SPAN", "WRITE_SPAN", "ChongmingTracing"]
+
+ATTEMPT_SPAN = "chongming.attempt"
+WRITE_SPAN = "chongming.store.write"
+#: Links and ids a write span carries at most (a batch holds up to 500 writes).
+MAX_LINKS = 32
+#: Attempt spans kept for the links of later writes (the oldest are forgotten first).
+MAX_REMEMBERED = 10_000
+
+
+class ChongmingTracing(Observer):
+    """See the module docstring."""
+
+    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        trace = need("opentelemetry.trace", "otel")
+        self._context = need("opentelemetry.context", "otel")
+        from chongming.controller.support import package_version
+
+        self._trace = trace
+        self.tracer: Tracer = trace.get_tracer(
+            "chongming", package_version(), tracer_provider=tracer_provider
+        )
+        #: task id -> the context current when the run arrived (submit), until its end.
+        self._parents: dict[str, Context] = {}
+        #: task id -> its current attempt span (write spans link to it).
+        self._attempts: dict[str, Span] = {}
+
+    def registered(self, run: Any) -> None:
+        current = self._context.get_current()
+        if self._trace.get_current_span(current).get_span_context().is_valid:
+            parents = self._parents
+            parents[run.task_id] = current  # until the write of its end
+            if len(parents) > MAX_REMEMBERED:
+                del parents[next(iter(parents))]
+
+    def wrap_attempt(self, run: Any, coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
+        return self._traced(run, coro)
+
+    async def _traced(self, run: Any, coro: Coroutine[Any, Any, None]) -> None:
+        task_id = run.task_id
+        try:
+            span = self.tracer.start_span(
+                ATTEMPT_SPAN,
+                context=self._parents.get(task_id),
+                attributes={
+                    "chongming.task.id": task_id,
+                    "chongming.task.name": run.name,
+                    "chongming.task.attempt": run.attempt,
+                    "chongming.task.owner": run.owner or "",
+                },
+            )
+        except Exception:  # tracing must never keep an attempt from running
+            await coro
+            return
+        attempts = self._attempts
+        attempts[task_id] = span  # until the write of its end links to it
+        if len(attempts) > MAX_REMEMBERED:
+            del attempts[next(iter(attempts))]
+        try:
+            with self._trace.use_span(span, end_on_exit=False):
+                await coro
+        finally:
+            self._finish(run, span)
+
+    def _finish(self, run: Any, span: Span) -> None:
+        try:
+            status = run.status
+            span.set_attribute("chongming.task.status", status.value)
+            span.set_attribute("chongming.task.attempt", run.attempt)
+            status_code = self._trace.StatusCode
+            if status is TaskStatus.SUCCEEDED:
+                span.set_status(status_code.OK)
+            elif status not in (TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.PAUSING):
+                failure = run.snapshot.failure
+                if failure is not None:
+                    span.set_attribute("chongming.failure.kind", failure.kind.value)
+                    span.set_status(status_code.ERROR, f"{failure.kind.value}: {failure.message}")
+                elif status.is_terminal:
+                    span.set_status(status_code.ERROR, status.value)
+        finally:
+            span.end()
+
+    # -- store writes ------------------------------------------------------------------
+
+    def write_started(self, writes: Sequence[StateWrite]) -> object:
+        links: list[Any] = []
+        get_current_span = self._trace.get_current_span
+        for write in writes:
+            snapshot = write.snapshot
+            task_id = snapshot.task_id
+            if snapshot.is_terminal:
+                span, parent = self._attempts.pop(task_id, None), self._parents.pop(task_id, None)
+            else:
+                span, parent = self._attempts.get(task_id), self._parents.get(task_id)
+            if len(links) >= MAX_LINKS:
+                continue
+            if span is not None:
+                links.append(self._trace.Link(span.get_span_context()))
+            elif parent is not None:
+                links.append(self._trace.Link(get_current_span(parent).get_span_context()))
+        attributes: dict[str, Any] = {"chongming.write.tasks": len(writes)}
+        if len(writes) == 1:
+            snapshot = writes[0].snapshot
+            attributes.update(
+                {
+                    "chongming.task.id": snapshot.task_id,
+                    "chongming.task.name": snapshot.name,
+                    "chongming.task.attempt": snapshot.attempt,
+                    "chongming.task.status": snapshot.status.value,
+                }
+            )
+        else:
+            attributes["chongming.task.ids"] = [w.snapshot.task_id for w in writes[:MAX_LINKS]]
+        # A root span: the flusher's context is whatever was current when it started.
+        return self.tracer.start_span(
+            WRITE_SPAN,
+            context=self._context.Context(),
+            links=links,
+            attributes=attributes,
+        )
+
+    def write_ended(
+        self,
+        token: object,
+        writes: Sequence[StateWrite],
+        seconds: float,
+        results: Sequence[WriteResult] | None,
+        error: BaseException | None,
+    ) -> None:
+        span: Span | None = token  # type: ignore[assignment]
+        if span is None:
+            return
+        try:
+            status_code = self._trace.StatusCode
+            if results is None:
+                span.set_status(status_code.ERROR, type(error).__name__ if error else "error")
+            else:
+                outcomes = sorted({result.outcome.value for result in results})
+                span.set_attribute("chongming.write.outcomes", outcomes)
+                if "failed" in outcomes:
+                    span.set_status(status_code.ERROR, "the store refused a write")
+        finally:
+            span.end()

@@ -1,0 +1,68 @@
+"""Helpers of the dashboard tests: a task module, the CSRF token of a page, PNG checks."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from chongming import Controller, TaskContext
+
+
+async def endless(ctx: TaskContext, interval: float = 0.02) -> None:
+    """Runs until stopped; reports progress so the page has a bar."""
+    beats = 0
+    while True:
+        await ctx.checkpoint()
+        beats += 1
+        ctx.progress(beats % 100, total=100, unit="beats", message="looping")
+        await asyncio.sleep(interval)
+
+
+async def quick(ctx: TaskContext, n: int = 1) -> dict[str, Any]:
+    await ctx.checkpoint()
+    return {"n": n}
+
+
+async def broken(ctx: TaskContext) -> None:
+    await ctx.checkpoint()
+    raise RuntimeError("the upstream <b>API</b> returned 503")
+
+
+def register(controller: Controller) -> None:
+    controller.register("endless", endless)
+    controller.register("quick", quick)
+    controller.register("broken", broken)
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert found is not None, "the page has no CSRF field"
+    return found.group(1)
+
+
+#: Run in the page: decode a PNG (base64) in a canvas, return the share of sampled
+#: pixels that differ from the most common one (0.0: a blank picture).
+PIXEL_SPREAD_JS = """
+const done = arguments[arguments.length - 1];
+const image = new Image();
+image.onload = () => {
+  const canvas = document.createElement("canvas");
+  canvas.width = image.width; canvas.height = image.height;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0);
+  const data = context.getImageData(0, 0, image.width, image.height).data;
+  const counts = new Map();
+  let total = 0;
+  for (let i = 0; i < data.length; i += 4 * 7) {
+    const key = (data[i] << 16) | (data[i + 1] << 8) | data[i + 2];
+    counts.set(key, (counts.get(key) || 0) + 1);
+    total += 1;
+  }
+  let most = 0;
+  for (const n of counts.values()) { most = Math.max(most, n); }
+  done([image.width, image.height, 1 - most / total, counts.size]);
+};
+image.onerror = () => done(null);
+image.src = "data:image/png;base64," + arguments[0];
+"""
