@@ -23,6 +23,8 @@ keeps working for callers who do not know chongming::
     ├── ExecutorClosed (RuntimeError)      use of an executor after aclose()
     ├── AdmissionStateError (LookupError)  an admission-queue item in the wrong state for the call
     ├── UnknownNode (LookupError)          a running pipeline has no node with this id
+    ├── NondeterminismError                a durable replay called its steps in another order
+    ├── StepFailed                         a memoised step raised (first run and replay alike)
     └── StoreError                         the persistence layer, translated at its boundary
         ├── StoreClosed                    use of a store after close()
         ├── VersionConflict                a compare-and-set on status_version lost
@@ -35,6 +37,9 @@ keeps working for callers who do not know chongming::
         ├── IdempotencyConflict            a key reused with different input
         ├── UnknownClusterLimit (LookupError)  slots asked of a limit the store does not hold
         └── SchemaError                    the schema is newer than this code, or broken
+
+Outside the tree, a ``BaseException`` so ``except Exception`` cannot swallow it:
+``FencingError``, raised to a durable attempt that another attempt replaced.
 
 Messages are built from fields kept as attributes, so callers can branch on
 the fields instead of parsing text.
@@ -52,15 +57,18 @@ __all__ = [
     "DuplicateTask",
     "DuplicateTaskId",
     "ExecutorClosed",
+    "FencingError",
     "IdempotencyConflict",
     "InvalidPipeline",
     "InvalidTransition",
     "NeverStarted",
     "NodeConflict",
+    "NondeterminismError",
     "PayloadError",
     "PipelineCycle",
     "QuorumNotSupported",
     "SchemaError",
+    "StepFailed",
     "StoreBusy",
     "StoreClosed",
     "StoreError",
@@ -328,3 +336,51 @@ class UnknownClusterLimit(StoreError, LookupError):
             f"the store has no cluster limit {name!r}; declare it "
             "(Controller(cluster_limits={...}) or `chongming limits set`)"
         )
+
+
+class FencingError(BaseException):
+    """This attempt no longer holds its task: another attempt replaced it.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``), so a task's ``except
+    Exception`` cannot swallow it by accident: once raised, every later call
+    of the attempt's context raises it again, and nothing the attempt writes
+    is accepted.
+    """
+
+    def __init__(self, task_id: str, epoch: int, why: str) -> None:
+        self.task_id = task_id
+        self.epoch = epoch
+        super().__init__(f"attempt (epoch {epoch}) of task {task_id!r} was replaced: {why}")
+
+
+class NondeterminismError(ChongmingError):
+    """A durable task replayed its steps in an order other than the recorded one.
+
+    Inserting a new step is allowed; calling a recorded step before the one
+    recorded ahead of it is not (the code changed under a running task: give
+    it a new version).
+    """
+
+    def __init__(self, task_id: str, step: str, expected: str | None) -> None:
+        self.task_id = task_id
+        self.step = step
+        self.expected = expected
+        ahead = "nothing" if expected is None else repr(expected)
+        super().__init__(
+            f"task {task_id!r} replayed step {step!r} out of the recorded order "
+            f"(the record has {ahead} next); register the changed code as a new version"
+        )
+
+
+class StepFailed(ChongmingError):
+    """A memoised step raised: the same error on its first run and on every replay.
+
+    The original exception is kept as ``__cause__`` on the first run only;
+    a replay has its recorded type name and message.
+    """
+
+    def __init__(self, step: str, error_type: str, message: str) -> None:
+        self.step = step
+        self.error_type = error_type
+        self.message = message
+        super().__init__(f"step {step!r} failed: {error_type}: {message}")

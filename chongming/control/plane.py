@@ -21,16 +21,19 @@ from chongming.control.failures import PersistFailures
 from chongming.control.node import NodeLease
 from chongming.control.progress import ProgressWriter
 from chongming.control.reconcile import (
+    RESUMABLE,
     ReconcileEntry,
     ReconcileOutcome,
     ReconcileReport,
     lost_write,
     plan_reconcile,
+    resume_write,
+    resumes_so_far,
 )
 from chongming.control.writethrough import WriteThrough
 from chongming.errors import StoreClosed, StoreError
 from chongming.state.query import TaskQuery
-from chongming.state.records import TaskSnapshot
+from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
@@ -119,23 +122,41 @@ class ControlPlane:
         by_id = {snapshot.task_id: snapshot for snapshot in snapshots}
         entries = plan_reconcile(snapshots, nodes, owned_buckets=self.owned_buckets)
         entries = await self._requeue(entries, by_id, dry_run=dry_run)
-        if dry_run:
-            return ReconcileReport(dry_run=True, at=at, entries=tuple(entries))
         lost = [entry for entry in entries if entry.outcome is ReconcileOutcome.LOST]
+        resumable = await self._durable_plans(lost, by_id)
+        if dry_run:
+            entries = [_as_planned(entry, resumable.get(entry.task_id)) for entry in entries]
+            return ReconcileReport(dry_run=True, at=at, entries=tuple(entries))
         writes = []
+        settled: dict[str, ReconcileEntry] = {}
         for entry in lost:
-            moved, transition = lost_write(
-                by_id[entry.task_id], at=at, actor=actor, reason=reason, detail=entry.detail
-            )
+            snapshot = by_id[entry.task_id]
+            plan = resumable.get(entry.task_id)
+            if plan is None:
+                moved, transition = lost_write(
+                    snapshot, at=at, actor=actor, reason=reason, detail=entry.detail
+                )
+                transitions: tuple[Transition, ...] = (transition,)
+            else:
+                resumes, max_resumes = plan
+                moved, transitions = resume_write(
+                    snapshot,
+                    resumes=resumes,
+                    max_resumes=max_resumes,
+                    at=at,
+                    actor=actor,
+                    reason=reason,
+                    detail=entry.detail,
+                )
+                settled[entry.task_id] = _as_planned(entry, plan)
             writes.append(
                 StateWrite(
                     snapshot=moved,
-                    transitions=(transition,),
-                    expect_version=by_id[entry.task_id].status_version,
+                    transitions=transitions,
+                    expect_version=snapshot.status_version,
                 )
             )
         results = await self.store.apply_writes(writes) if writes else []
-        settled: dict[str, ReconcileEntry] = {}
         for entry, result in zip(lost, results, strict=True):
             if result.outcome is WriteOutcome.WRITTEN:
                 continue
@@ -150,6 +171,25 @@ class ControlPlane:
             )
         final = tuple(settled.get(entry.task_id, entry) for entry in entries)
         return ReconcileReport(dry_run=False, at=at, entries=final)
+
+    async def _durable_plans(
+        self, lost: list[ReconcileEntry], by_id: dict[str, TaskSnapshot]
+    ) -> dict[str, tuple[int, int]]:
+        """Lost durable attempts that may hand their task back: id -> (resumes so far, max)."""
+        candidates = [e.task_id for e in lost if by_id[e.task_id].status in RESUMABLE]
+        if not candidates:
+            return {}
+        try:
+            runs = await self.store.durable_runs(candidates)
+        except NotImplementedError:
+            return {}  # a store without durable execution has no durable tasks
+        if not runs:
+            return {}
+        histories = await self.store.histories(list(runs))
+        return {
+            task_id: (resumes_so_far(histories[task_id]), run.max_resumes)
+            for task_id, run in runs.items()
+        }
 
     async def _requeue(
         self, entries: list[ReconcileEntry], by_id: dict[str, TaskSnapshot], *, dry_run: bool
@@ -215,3 +255,20 @@ class ControlPlane:
         await self.progress.aclose()
         await self.writer.aclose(timeout)
         await self.node.aclose()
+
+
+def _as_planned(entry: ReconcileEntry, plan: tuple[int, int] | None) -> ReconcileEntry:
+    """A lost durable attempt's entry as reconcile decides it: resumed, or given up."""
+    if plan is None or entry.outcome is not ReconcileOutcome.LOST:
+        return entry
+    resumes, max_resumes = plan
+    if resumes >= max_resumes:
+        return dataclasses.replace(
+            entry, detail=f"{entry.detail}; durable, but resumed {resumes} times: failed"
+        )
+    return dataclasses.replace(
+        entry,
+        outcome=ReconcileOutcome.RESUMED,
+        detail=f"{entry.detail}; attempt lost, task back in the queue "
+        f"(resume {resumes + 1} of at most {max_resumes})",
+    )

@@ -14,7 +14,16 @@ For every unfinished task in the buckets this node owns:
   its claim is given back (owner cleared, no transition: nothing happened to
   it), so any worker that serves it takes it;
 - the write of ``lost`` met another version (the owner came back and moved
-  the task first) → **let go**: the owner's word stands.
+  the task first) → **let go**: the owner's word stands;
+- a *durable* task (it has a run row) whose attempt was lost while
+  ``starting``, ``running`` or ``pausing`` → **resumed**: that attempt is
+  recorded lost (``-> retry_wait``, trigger ``reconcile:lease_expired``,
+  failure kind ``lost``) and the task goes back to the queue (``-> queued``,
+  ``reconcile:resumed``, no owner) for any worker that serves it, which
+  replays its memoised steps; after ``max_resumes`` such resumes it ends
+  ``failed`` instead (a task that keeps killing its workers). A durable task
+  that was ``paused`` or ``stopping`` is recorded ``lost`` like any other:
+  its pause or stop cannot be carried over to a replay.
 
 :func:`plan_reconcile` decides from snapshots and node records; the control
 plane applies the ``lost`` decisions as compare-and-set writes. A dry run
@@ -35,11 +44,14 @@ from chongming.state.triggers import Trigger
 from chongming.stores.nodes import NodeRecord
 
 __all__ = [
+    "RESUMABLE",
     "ReconcileEntry",
     "ReconcileOutcome",
     "ReconcileReport",
     "lost_write",
     "plan_reconcile",
+    "resume_write",
+    "resumes_so_far",
 ]
 
 
@@ -49,6 +61,7 @@ class ReconcileOutcome(enum.StrEnum):
     ADOPTABLE = "adoptable"
     LET_GO = "let_go"
     REQUEUED = "requeued"
+    RESUMED = "resumed"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +105,10 @@ class ReconcileReport:
     @property
     def requeued(self) -> list[ReconcileEntry]:
         return self.of(ReconcileOutcome.REQUEUED)
+
+    @property
+    def resumed(self) -> list[ReconcileEntry]:
+        return self.of(ReconcileOutcome.RESUMED)
 
 
 def plan_reconcile(
@@ -141,6 +158,66 @@ def lost_write(
         reason=reason or detail,
     )
     return moved, transition
+
+
+#: Where a lost durable attempt may hand its task back (the table allows ``-> retry_wait``).
+RESUMABLE = frozenset({TaskStatus.STARTING, TaskStatus.RUNNING, TaskStatus.PAUSING})
+
+
+def resumes_so_far(history: Iterable[Transition]) -> int:
+    """How many lost attempts of a durable task were resumed (read from its history)."""
+    return sum(
+        1
+        for t in history
+        if t.trigger == Trigger.LEASE_EXPIRED and t.to_status is TaskStatus.RETRY_WAIT
+    )
+
+
+def resume_write(
+    snapshot: TaskSnapshot,
+    *,
+    resumes: int,
+    max_resumes: int,
+    at: datetime,
+    actor: str,
+    reason: str | None,
+    detail: str,
+) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
+    """A lost durable attempt: back to the queue, or ``failed`` past ``max_resumes``."""
+    if resumes >= max_resumes:
+        message = (
+            f"{detail}; gave up after {resumes} resumes (max_resumes={max_resumes}): "
+            "every attempt's worker died"
+        )
+        failure = Failure(kind=FailureKind.LOST, message=message, retryable=False)
+        failed, transition = apply_transition(
+            dataclasses.replace(snapshot, failure=failure),
+            TaskStatus.FAILED,
+            trigger=Trigger.LEASE_EXPIRED,
+            at=at,
+            actor=actor,
+            reason=reason or message,
+        )
+        return failed, (transition,)
+    lost = f"attempt {snapshot.attempt} lost: {detail}"
+    failure = Failure(kind=FailureKind.LOST, message=lost, retryable=True)
+    waiting, first = apply_transition(
+        dataclasses.replace(snapshot, failure=failure),
+        TaskStatus.RETRY_WAIT,
+        trigger=Trigger.LEASE_EXPIRED,
+        at=at,
+        actor=actor,
+        reason=reason or lost,
+    )
+    queued, second = apply_transition(
+        waiting,
+        TaskStatus.QUEUED,
+        trigger=Trigger.RESUMED,
+        at=at,
+        actor=actor,
+        reason=f"resume {resumes + 1} of at most {max_resumes}",
+    )
+    return dataclasses.replace(queued, owner=None), (first, second)
 
 
 def _entry(snapshot: TaskSnapshot, outcome: ReconcileOutcome, detail: str) -> ReconcileEntry:

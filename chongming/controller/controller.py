@@ -330,11 +330,15 @@ class Controller:
         executor: ExecutorChoice | None = None,
         priority: int | None = None,
         version: int | None = None,
+        durable: bool | None = None,
+        max_resumes: int | None = None,
     ) -> TaskSpec:
         """Allow ``fn`` to be submitted as ``name``. Names, never code, cross boundaries.
 
         ``version`` makes it ``name@version``: a worker serves each version it
         registers, and a task enqueued for a version runs only where it is.
+        ``durable``: its steps are memoised and a dead worker's attempt is
+        resumed on another (at most ``max_resumes`` times); see docs/durable.md.
         """
         self._check_not_closed()
         return self.registry.register(
@@ -346,6 +350,8 @@ class Controller:
             executor=executor,
             priority=priority,
             version=version,
+            durable=durable,
+            max_resumes=max_resumes,
         )
 
     def register_module(self, module: ModuleType) -> list[str]:

@@ -14,6 +14,7 @@ import collections
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
+from chongming.control.durable import JournalGate
 from chongming.control.plane import ControlPlane
 from chongming.controller.observers import Observers
 from chongming.errors import DuplicateTask
@@ -188,6 +189,15 @@ class ControllerHost:
         if plane is None:
             return None
         writer, version = plane.writer, run.status_version
+        spec = getattr(run, "spec", None)
+        if spec is not None and spec.durable:
+            return JournalGate(
+                plane.store,
+                run.task_id,
+                plane.owner,
+                max_resumes=spec.max_resumes,
+                durable=lambda: writer.durable(run, version),
+            )
         return lambda: writer.durable(run, version)
 
     def settled(self, run: HostedRun) -> Awaitable[bool] | None:

@@ -142,6 +142,11 @@ class Attempt:
                 self.force = self.force or Force(kind=ForceKind.SHUTDOWN, cancelled=True)
                 self._finish(cancelled=True)
                 raise
+            except Exception as error:  # the store could not open a durable attempt
+                self._finish(error=error)
+                return
+            # A durable task's gate opened its journal of memoised steps.
+            context.journal = getattr(gate, "journal", None)
         if on_loop:
             # Coroutines and inline calls start right here, on this thread.
             if not self.signals.enter(from_thread=False):

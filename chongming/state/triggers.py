@@ -32,3 +32,4 @@ class Trigger:
     RETRY_DUE = "runtime:retry_due"
     SHUTDOWN = "runtime:shutdown"
     LEASE_EXPIRED = "reconcile:lease_expired"
+    RESUMED = "reconcile:resumed"  # a durable task back in the queue after a lost attempt

@@ -51,6 +51,7 @@ from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRe
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 if TYPE_CHECKING:  # queue.py uses stores.checks, which imports this module
+    from chongming.stores.durable import DurableRun, StepRecord
     from chongming.stores.limits import ClusterLimit
     from chongming.stores.queue import Enqueued, Serves
 
@@ -305,6 +306,36 @@ class TaskStore(abc.ABC):
     async def cluster_limits(self) -> list[ClusterLimit]:
         """Every cluster limit with the slots live nodes hold, by name."""
         raise NotImplementedError(f"{type(self).__name__} has no cluster limits")
+
+    # -- durable execution (stores/durable.py) -------------------------------------
+
+    async def begin_durable_attempt(self, task_id: str, owner: str, *, max_resumes: int) -> int:
+        """Raise the task's epoch for a new attempt of ``owner``; the new epoch.
+
+        Only while the task is ``starting`` or ``running`` with ``owner`` as its
+        owner (else :class:`~chongming.stores.durable.StaleEpoch`). Creates the
+        run row on the first attempt, with ``max_resumes``. Optional: a store
+        without durable execution raises ``NotImplementedError``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def durable_runs(self, task_ids: Collection[str]) -> dict[str, DurableRun]:
+        """The run rows of those tasks that have one (durable tasks that started)."""
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def record_step(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
+        """Memoise a step for the attempt holding ``epoch``; the step as stored.
+
+        One transaction: the epoch must still be the task's and the task must
+        still hold a carrier, else :class:`~chongming.stores.durable.StaleEpoch`
+        and nothing is written. A step already recorded under its name and
+        occurrence is returned as it was stored (the first record wins).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def steps(self, task_id: str) -> list[StepRecord]:
+        """The memoised steps of a task, in the order they were recorded."""
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
 
     # -- history -------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from chongming.stores.checks import (
     check_ttl,
 )
 from chongming.stores.codec import encode_progress
+from chongming.stores.durable import DurableRun, StaleEpoch, StepRecord, check_begin, check_step
 from chongming.stores.limits import (
     ClusterLimit,
     check_capacity,
@@ -96,6 +97,8 @@ class InMemoryTaskStore(TaskStore):
         self._outcomes: dict[str, tuple[str | None, datetime]] = {}
         self._cluster_limits: dict[str, int] = {}
         self._slots: dict[tuple[str, str], tuple[str, int]] = {}  # (limit, owner) -> (inc, held)
+        self._runs: dict[str, DurableRun] = {}
+        self._steps: dict[str, dict[tuple[str, int], StepRecord]] = {}
         self._hint: asyncio.Event | None = None
         self._closed = False
 
@@ -494,6 +497,46 @@ class InMemoryTaskStore(TaskStore):
             ClusterLimit(name=name, capacity=capacity, holders=holders.get(name, {}))
             for name, capacity in sorted(self._cluster_limits.items())
         ]
+
+    # -- durable execution -----------------------------------------------------------
+
+    async def begin_durable_attempt(self, task_id: str, owner: str, *, max_resumes: int) -> int:
+        self._check_open()
+        check_begin(task_id, owner, max_resumes)
+        task = self._tasks.get(task_id)
+        if task is None or task.status.value not in ("starting", "running") or task.owner != owner:
+            found = (
+                "no such task" if task is None else f"it is {task.status}, owned by {task.owner!r}"
+            )
+            raise StaleEpoch(task_id, 0, f"an attempt of {owner!r} cannot start ({found})")
+        run = self._runs.get(task_id)
+        epoch = 1 if run is None else run.epoch + 1
+        self._runs[task_id] = DurableRun(task_id=task_id, epoch=epoch, max_resumes=max_resumes)
+        return epoch
+
+    async def durable_runs(self, task_ids: Collection[str]) -> dict[str, DurableRun]:
+        self._check_open()
+        return {task_id: self._runs[task_id] for task_id in task_ids if task_id in self._runs}
+
+    async def record_step(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
+        self._check_open()
+        checked = check_step(task_id, epoch, step, self._limit)
+        run, task = self._runs.get(task_id), self._tasks.get(task_id)
+        if run is None or task is None:
+            raise StaleEpoch(task_id, epoch, "the task has no durable run")
+        if run.epoch != epoch:
+            raise StaleEpoch(task_id, epoch, f"epoch {run.epoch} holds it now")
+        if not task.status.holds_carrier:
+            raise StaleEpoch(task_id, epoch, f"the task is {task.status} (no attempt holds it)")
+        steps = self._steps.setdefault(task_id, {})
+        key = (checked.name, checked.occurrence)
+        if key not in steps:
+            steps[key] = dataclasses.replace(checked, seq=len(steps) + 1, epoch=epoch)
+        return steps[key]
+
+    async def steps(self, task_id: str) -> list[StepRecord]:
+        self._check_open()
+        return sorted(self._steps.get(task_id, {}).values(), key=lambda step: step.seq)
 
     # -- counts ----------------------------------------------------------------
 

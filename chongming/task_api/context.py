@@ -16,6 +16,7 @@ from typing import Any
 from chongming.errors import CheckpointMisuse, PayloadError, TaskCancelled
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
+from chongming.task_api.journal import StepJournal
 from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 __all__ = ["Checkpoint", "TaskContext"]
@@ -71,6 +72,7 @@ class TaskContext:
         "_signals",
         "_unawaited",
         "attempt",
+        "journal",
         "name",
         "task_id",
         "upstream",
@@ -97,6 +99,32 @@ class TaskContext:
         self._on_progress = on_progress
         self._logger: logging.Logger | None = None
         self._unawaited: Checkpoint | None = None
+        #: A durable task's memoised steps (``None``: not durable).
+        self.journal: StepJournal | None = None
+
+    # -- durable steps ---------------------------------------------------------
+
+    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per task, or replay what it gave before.
+
+        For durable tasks (``register(..., durable=True)``): the JSON result,
+        or the error, is stored under ``(name, occurrence)``; a resumed
+        attempt gets it back without calling ``fn`` (an error comes back as
+        :class:`~chongming.errors.StepFailed`, on the first run too). A step
+        its worker died in has no record and runs again: at least once. A
+        coroutine function is awaited; a plain one runs in a worker thread.
+        A stop requested before the step is honoured first.
+        """
+        journal = self.journal
+        if journal is None:
+            raise CheckpointMisuse(
+                f"ctx.step() needs a durable task: register {self.name!r} with durable=True "
+                "on a controller with a store"
+            )
+        journal.check_fenced()
+        if self._signals.stop_requested:
+            raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
+        return await journal.step(name, fn, args, kwargs)
 
     # -- control ---------------------------------------------------------------
 

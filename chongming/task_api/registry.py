@@ -59,6 +59,8 @@ class TaskRegistry:
         executor: ExecutorChoice | None = None,
         priority: int | None = None,
         version: int | None = None,
+        durable: bool | None = None,
+        max_resumes: int | None = None,
     ) -> TaskSpec:
         """Register ``fn`` under ``name`` (``name@version``); options override the ``@task`` spec.
 
@@ -82,6 +84,10 @@ class TaskRegistry:
             executor=executor if executor is not None else (base.executor if base else None),
             priority=priority if priority is not None else (base.priority if base else 0),
             version=version if version is not None else (base.version if base else None),
+            durable=durable if durable is not None else (base.durable if base else False),
+            max_resumes=max_resumes
+            if max_resumes is not None
+            else (base.max_resumes if base and base.durable else None),
         )
         known = self._versions.get(name, {})
         if spec.version in known:

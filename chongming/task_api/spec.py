@@ -22,6 +22,9 @@ ExecutorChoice = Literal["thread", "inline", "process"] | Any
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Resumes of a durable task whose workers keep dying, before it fails.
+DEFAULT_MAX_RESUMES = 3
+
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TaskSpec:
@@ -36,6 +39,10 @@ class TaskSpec:
     priority: int = 0
     #: The registered version (``name@version``); ``None``: unversioned.
     version: int | None = None
+    #: Durable: steps memoised in the store, resumed elsewhere when its worker dies.
+    durable: bool = False
+    #: How many times a durable task's dead attempts are resumed before it fails.
+    max_resumes: int = DEFAULT_MAX_RESUMES
     is_coroutine: bool = False
     signature: inspect.Signature | None = dataclasses.field(default=None, compare=False)
     # Argument shapes (count of positionals, keyword names) already known to bind.
@@ -70,6 +77,8 @@ def build_spec(
     executor: ExecutorChoice | None = None,
     priority: int = 0,
     version: int | None = None,
+    durable: bool = False,
+    max_resumes: int | None = None,
 ) -> TaskSpec:
     if not callable(fn):
         raise ConfigurationError(f"a task must be callable, got {type(fn).__name__}")
@@ -91,6 +100,7 @@ def build_spec(
     is_coroutine = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
     )
+    resumes = _check_durable(durable, max_resumes, is_coroutine)
     if is_coroutine and executor is not None:
         raise ConfigurationError(
             "async def tasks run on the event loop; executor= only applies to sync functions"
@@ -104,9 +114,28 @@ def build_spec(
         executor=executor,
         priority=priority,
         version=version,
+        durable=durable,
+        max_resumes=resumes,
         is_coroutine=is_coroutine,
         signature=signature,
     )
+
+
+def _check_durable(durable: object, max_resumes: object, is_coroutine: bool) -> int:
+    if not isinstance(durable, bool):
+        raise ConfigurationError(f"durable must be True or False, got {durable!r}")
+    if durable and not is_coroutine:
+        raise ConfigurationError(
+            "a durable task is an async def function (its steps are awaited: "
+            "`await ctx.step(name, fn)`; a plain fn given to a step runs in a worker thread)"
+        )
+    if max_resumes is None:
+        return DEFAULT_MAX_RESUMES
+    if not durable:
+        raise ConfigurationError("max_resumes applies to durable tasks only (durable=True)")
+    if isinstance(max_resumes, bool) or not isinstance(max_resumes, int) or max_resumes < 0:
+        raise ConfigurationError(f"max_resumes must be an int >= 0, got {max_resumes!r}")
+    return max_resumes
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
@@ -163,6 +192,8 @@ def task(
     executor: ExecutorChoice | None = None,
     priority: int = 0,
     version: int | None = None,
+    durable: bool = False,
+    max_resumes: int | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -177,6 +208,8 @@ def task(
     executor: ExecutorChoice | None = None,
     priority: int = 0,
     version: int | None = None,
+    durable: bool = False,
+    max_resumes: int | None = None,
 ) -> F | Callable[[F], F]:
     """Attach a :class:`TaskSpec` to a function and return the function unchanged.
 
@@ -194,6 +227,8 @@ def task(
             executor=executor,
             priority=priority,
             version=version,
+            durable=durable,
+            max_resumes=max_resumes,
         )
         setattr(target, SPEC_ATTRIBUTE, spec)
         return target

@@ -7,7 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
-from chongming.testing.store_contract import ClusterLimitContract, StoreContract
+from chongming.testing.store_contract import (
+    ClusterLimitContract,
+    DurableContract,
+    StoreContract,
+)
 
 
 class ManualClock:
@@ -23,7 +27,7 @@ class ManualClock:
         self.now += timedelta(seconds=seconds)
 
 
-class TestInMemoryContract(StoreContract, ClusterLimitContract):
+class TestInMemoryContract(StoreContract, ClusterLimitContract, DurableContract):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 import pytest
 
 from chongming.stores.base import TaskStore
-from chongming.testing.store_contract import ClusterLimitContract, StoreContract
+from chongming.testing.store_contract import (
+    ClusterLimitContract,
+    DurableContract,
+    StoreContract,
+)
 from tests.stores.pg_support import PgStoreFactory, require_postgres
 
 pytestmark = pytest.mark.postgres
 
 
-class TestPostgresContract(StoreContract, ClusterLimitContract):
+class TestPostgresContract(StoreContract, ClusterLimitContract, DurableContract):
     """Real clock (the server's): short leases still expire within the wait bound."""
 
     lease_seconds = 0.3

@@ -8,10 +8,14 @@ import pytest
 
 from chongming.stores.base import TaskStore
 from chongming.stores.sqlite import SqliteTaskStore
-from chongming.testing.store_contract import ClusterLimitContract, StoreContract
+from chongming.testing.store_contract import (
+    ClusterLimitContract,
+    DurableContract,
+    StoreContract,
+)
 
 
-class TestSqliteFileContract(StoreContract, ClusterLimitContract):
+class TestSqliteFileContract(StoreContract, ClusterLimitContract, DurableContract):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
         self.directory = tmp_path
@@ -20,6 +24,6 @@ class TestSqliteFileContract(StoreContract, ClusterLimitContract):
         return SqliteTaskStore(self.directory / "tasks.db")
 
 
-class TestSqliteMemoryContract(StoreContract, ClusterLimitContract):
+class TestSqliteMemoryContract(StoreContract, ClusterLimitContract, DurableContract):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

@@ -22,6 +22,7 @@ from chongming.stores.limits import (
     check_limit_name,
     granted_slots,
 )
+from chongming.stores.postgres.schema import quote_schema
 
 __all__ = ["ClusterLimitMethods", "ClusterLimitsOnPostgres"]
 
@@ -129,9 +130,21 @@ class ClusterLimitsOnPostgres:
 
 
 class ClusterLimitMethods:
-    """The store port's cluster-limit methods, delegated to :class:`ClusterLimitsOnPostgres`."""
+    """The store port's cluster-limit methods, delegated to a lazily made limits object."""
 
-    _cluster: ClusterLimitsOnPostgres
+    _schema: str
+    _cluster_impl: ClusterLimitsOnPostgres | None = None
+
+    async def _read(self, what: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
+        raise NotImplementedError  # the store's: a pooled connection with bounded retries
+
+    @property
+    def _cluster(self) -> ClusterLimitsOnPostgres:
+        if self._cluster_impl is None:
+            self._cluster_impl = ClusterLimitsOnPostgres(
+                quote_schema(self._schema), read=self._read
+            )
+        return self._cluster_impl
 
     async def declare_cluster_limit(self, name: str, capacity: int) -> int:
         return await self._cluster.declare(name, capacity)

@@ -57,7 +57,8 @@ from chongming.stores.postgres.driver import (
     translating,
 )
 from chongming.stores.postgres.dsn import ConnectTarget, parse_dsn, redact_text
-from chongming.stores.postgres.limits import ClusterLimitMethods, ClusterLimitsOnPostgres
+from chongming.stores.postgres.durable import DurableMethods
+from chongming.stores.postgres.limits import ClusterLimitMethods
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.queue import WorkQueue
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
@@ -86,7 +87,7 @@ class PostgresStoreStatistics:
     resolved_writes: int
 
 
-class PostgresTaskStore(ClusterLimitMethods, TaskStore):
+class PostgresTaskStore(ClusterLimitMethods, DurableMethods, TaskStore):
     """Task store on PostgreSQL (asyncpg). See the module docstring for failure handling."""
 
     def __init__(
@@ -173,7 +174,6 @@ class PostgresTaskStore(ClusterLimitMethods, TaskStore):
                 probe_interval=listener_probe_interval,
             ),
         )
-        self._cluster = ClusterLimitsOnPostgres(quote_schema(self._schema), read=self._read)
         self._state: SchemaState | None = None
         self._open_lock = asyncio.Lock()
         self._closed = False

@@ -12,9 +12,16 @@ import sqlite3
 from typing import Any
 
 from chongming.errors import UnknownClusterLimit
-from chongming.stores.limits import ClusterLimit, granted_slots
+from chongming.stores.limits import (
+    ClusterLimit,
+    check_capacity,
+    check_lease,
+    check_limit_name,
+    granted_slots,
+)
+from chongming.stores.sqlite.durable import _WriterPort
 
-__all__ = ["ACTIONS", "run_action"]
+__all__ = ["ACTIONS", "ClusterLimitsOnSqlite", "run_action"]
 
 #: The writer actions this module answers (all read the store clock).
 ACTIONS = frozenset({"limit_declare", "limit_set", "limit_lease", "limit_list"})
@@ -101,3 +108,27 @@ def _list(conn: sqlite3.Connection, now: int) -> list[ClusterLimit]:
             "SELECT name, capacity FROM cluster_limits ORDER BY name"
         )
     ]
+
+
+class ClusterLimitsOnSqlite(_WriterPort):
+    """The store port's cluster-limit methods: each one op in the writer's transaction."""
+
+    async def declare_cluster_limit(self, name: str, capacity: int) -> int:
+        stored: int = await self._node_op(
+            "limit_declare", check_limit_name(name), check_capacity(capacity)
+        )
+        return stored
+
+    async def set_cluster_limit(self, name: str, capacity: int) -> None:
+        await self._node_op("limit_set", check_limit_name(name), check_capacity(capacity))
+
+    async def lease_cluster_slots(
+        self, name: str, owner: str, incarnation: str, *, want: int, keep: int
+    ) -> int:
+        check_lease(name, owner, incarnation, want, keep)
+        held: int = await self._node_op("limit_lease", name, owner, incarnation, want, keep)
+        return held
+
+    async def cluster_limits(self) -> list[ClusterLimit]:
+        found: list[ClusterLimit] = await self._node_op("limit_list")
+        return found

@@ -70,7 +70,6 @@ from chongming.stores.checks import (
 )
 from chongming.stores.codec import STATUS_OF, encode_progress
 from chongming.stores.identity import IdentityCache
-from chongming.stores.limits import ClusterLimit, check_capacity, check_lease, check_limit_name
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.queue import (
     Enqueued,
@@ -92,8 +91,10 @@ from chongming.stores.sqlite.batch import (
     WriteOp,
 )
 from chongming.stores.sqlite.connection import SqliteConnection
+from chongming.stores.sqlite.durable import DurableOnSqlite
 from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
+from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
 from chongming.stores.sqlite.nodes import RECORD_SELECT, command_record_from_row
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
 from chongming.stores.sqlite.transaction import enqueue_in_transaction
@@ -119,7 +120,7 @@ class _ClaimLook:
     next_expiry: int | None
 
 
-class SqliteTaskStore(TaskStore):
+class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
     """A :class:`TaskStore` in one SQLite file (or ``":memory:"``).
 
     ``busy_timeout`` (seconds) is how long a write waits for another
@@ -630,28 +631,6 @@ class SqliteTaskStore(TaskStore):
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         released: bool = await self._node_op("release_claim", task_id, owner, expect_version)
         return released
-
-    # -- cluster-wide limits (sqlite/limits.py, in the writer's transaction) -----
-
-    async def declare_cluster_limit(self, name: str, capacity: int) -> int:
-        stored: int = await self._node_op(
-            "limit_declare", check_limit_name(name), check_capacity(capacity)
-        )
-        return stored
-
-    async def set_cluster_limit(self, name: str, capacity: int) -> None:
-        await self._node_op("limit_set", check_limit_name(name), check_capacity(capacity))
-
-    async def lease_cluster_slots(
-        self, name: str, owner: str, incarnation: str, *, want: int, keep: int
-    ) -> int:
-        check_lease(name, owner, incarnation, want, keep)
-        held: int = await self._node_op("limit_lease", name, owner, incarnation, want, keep)
-        return held
-
-    async def cluster_limits(self) -> list[ClusterLimit]:
-        found: list[ClusterLimit] = await self._node_op("limit_list")
-        return found
 
     # -- counts ----------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
-from chongming.stores.sqlite import limits, nodes, queue
+from chongming.stores.sqlite import durable, limits, nodes, queue
 from chongming.stores.sqlite.batch import (
     INSERT_TRANSITION,
     CommandOp,
@@ -53,7 +53,15 @@ _WHOLE_BATCH_ERRORS = (StoreBusy, StoreFull, StoreUnavailable, SchemaError)
 _CLAIMABLE_ACTIONS = frozenset({"submit", "release"})
 #: Actions that read the store clock (raised to its high-water mark once per batch).
 _NODE_ACTIONS = frozenset(
-    {"register_node", "renew_node", "release_node", "nodes", "claim_tasks", *limits.ACTIONS}
+    {
+        "register_node",
+        "renew_node",
+        "release_node",
+        "nodes",
+        "claim_tasks",
+        *limits.ACTIONS,
+        *durable.ACTIONS,
+    }
 )
 
 _INSERT_COMMAND = (
@@ -344,6 +352,8 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
         return queue.claim_tasks(conn, *op.params, now=now)
     if op.action in limits.ACTIONS:
         return limits.run_action(conn, op.action, op.params, now)
+    if op.action in durable.ACTIONS:
+        return durable.run_action(conn, op.action, op.params, now)
     raise TypeError(f"unknown command action {op.action!r}")
 
 

@@ -47,7 +47,8 @@ non-string keys as strings.
 
 Optional parts: a store with cluster-wide limits (``lease_cluster_slots``)
 also mixes in :class:`ClusterLimitContract`
-(``class TestMyStore(StoreContract, ClusterLimitContract)``).
+(``class TestMyStore(StoreContract, ClusterLimitContract)``); one with
+durable execution (``record_step``) mixes in :class:`DurableContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -64,6 +65,7 @@ from chongming.testing.store_contract._support import make_snapshot as make_snap
 from chongming.testing.store_contract._support import next_step as next_step
 from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.commands import CommandContract
+from chongming.testing.store_contract.durable import DurableContract
 from chongming.testing.store_contract.history import HistoryContract
 from chongming.testing.store_contract.limits import ClusterLimitContract
 from chongming.testing.store_contract.nodes import NodeContract
@@ -75,6 +77,7 @@ from chongming.testing.store_contract.writes import WriteContract
 __all__ = [
     "HOSTILE_STRINGS",
     "ClusterLimitContract",
+    "DurableContract",
     "StoreContract",
     "make_snapshot",
     "next_step",

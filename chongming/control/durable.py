@@ -1,0 +1,175 @@
+"""Durable steps: one attempt's journal of a task's memoised steps, and the gate that opens it.
+
+Before the function of a durable task begins, its attempt raises the task's
+epoch in the store (fencing off any older attempt still running somewhere)
+and reads the steps earlier attempts recorded. ``ctx.step(name, fn)`` then
+either *replays* a recorded step — returns its stored result, or raises
+:class:`StepFailed` with its stored error, without calling ``fn`` — or runs
+``fn`` and records what it gave, under the attempt's epoch.
+
+Matching is by ``(name, occurrence)``: the n-th call of a step name is its
+occurrence n. Recorded steps must come back in their recorded order (else
+:class:`NondeterminismError`, naming the step); a step the record does not
+have may be inserted anywhere. A step that was running when its worker died
+has no record, so it runs again: steps are at least once, and ``fn`` must be
+safe to repeat (or go through ``ctx.effect`` when that lands).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from chongming.errors import (
+    FencingError,
+    NondeterminismError,
+    StepFailed,
+    TaskCancelled,
+)
+from chongming.stores.base import TaskStore
+from chongming.stores.durable import StaleEpoch, StepRecord
+
+__all__ = ["Journal", "JournalGate"]
+
+_MESSAGE = 2000  # characters of a recorded error message
+
+
+class Journal:
+    """One attempt's view of its task's steps. Loop thread only."""
+
+    __slots__ = ("_cursor", "_fenced", "_order", "_recorded", "_seen", "_store", "epoch", "task_id")
+
+    def __init__(
+        self, store: TaskStore, task_id: str, epoch: int, recorded: list[StepRecord]
+    ) -> None:
+        self._store = store
+        self.task_id = task_id
+        self.epoch = epoch
+        self._recorded = {(step.name, step.occurrence): step for step in recorded}
+        self._order = [(step.name, step.occurrence) for step in recorded]
+        self._cursor = 0
+        self._seen: collections.Counter[str] = collections.Counter()
+        self._fenced: str | None = None
+
+    @property
+    def replaying(self) -> bool:
+        """True while recorded steps remain to be replayed."""
+        return self._cursor < len(self._order)
+
+    def check_fenced(self) -> None:
+        """Raise :class:`FencingError` again once this attempt was found replaced."""
+        if self._fenced is not None:
+            raise FencingError(self.task_id, self.epoch, self._fenced)
+
+    async def step(
+        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        self.check_fenced()
+        occurrence = self._seen[name]
+        self._seen[name] = occurrence + 1
+        key = (name, occurrence)
+        recorded = self._recorded.get(key)
+        if recorded is not None:
+            expected = self._order[self._cursor] if self.replaying else None
+            if expected != key:
+                raise NondeterminismError(self.task_id, _label(key) or name, _label(expected))
+            self._cursor += 1
+            return _replay(recorded)
+        try:
+            value = await _call(fn, args, kwargs)
+        except (TaskCancelled, asyncio.CancelledError):
+            raise  # a stop is not the step's outcome: nothing is recorded
+        except Exception as error:
+            failure = {"type": type(error).__name__, "message": str(error)[:_MESSAGE]}
+            stored = await self._record(
+                StepRecord(name=name, occurrence=occurrence, ok=False, value=failure)
+            )
+            raise _replay_error(stored) from error
+        stored = await self._record(
+            StepRecord(name=name, occurrence=occurrence, ok=True, value=value)
+        )
+        return _replay(stored)
+
+    async def _record(self, step: StepRecord) -> StepRecord:
+        try:
+            return await self._store.record_step(self.task_id, self.epoch, step)
+        except StaleEpoch as error:
+            self._fenced = str(error)
+            raise FencingError(self.task_id, self.epoch, str(error)) from None
+
+
+class JournalGate:
+    """An attempt's launch gate for a durable task: durable ``starting``, then its journal.
+
+    Called once by the attempt before the function begins. False (do not
+    start) when the store does not hold this node's ``starting`` or another
+    owner holds the task; a store failure raises, and the attempt fails.
+    """
+
+    __slots__ = ("_durable", "_max_resumes", "_owner", "_store", "_task_id", "journal")
+
+    def __init__(
+        self,
+        store: TaskStore,
+        task_id: str,
+        owner: str,
+        *,
+        max_resumes: int,
+        durable: Callable[[], Awaitable[bool]] | None,
+    ) -> None:
+        self._store = store
+        self._task_id = task_id
+        self._owner = owner
+        self._max_resumes = max_resumes
+        self._durable = durable
+        self.journal: Journal | None = None
+
+    async def __call__(self) -> bool:
+        if self._durable is not None and not await self._durable():
+            return False
+        store, task_id = self._store, self._task_id
+        try:
+            epoch = await store.begin_durable_attempt(
+                task_id, self._owner, max_resumes=self._max_resumes
+            )
+        except StaleEpoch:
+            return False
+        self.journal = Journal(store, task_id, epoch, await store.steps(task_id))
+        return True
+
+
+def _label(key: tuple[str, int] | None) -> str | None:
+    if key is None:
+        return None
+    name, occurrence = key
+    return name if occurrence == 0 else f"{name}#{occurrence}"
+
+
+def _replay(step: StepRecord) -> Any:
+    if step.ok:
+        return step.value
+    raise _replay_error(step)
+
+
+def _replay_error(step: StepRecord) -> StepFailed:
+    value = step.value if isinstance(step.value, dict) else {}
+    return StepFailed(
+        _label((step.name, step.occurrence)) or step.name,
+        str(value.get("type", "Exception")),
+        str(value.get("message", "")),
+    )
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Await a coroutine function here; run a plain one in a worker thread."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    loop = asyncio.get_running_loop()
+    result = await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+    if inspect.isawaitable(result):
+        return await result
+    return result

@@ -1,0 +1,102 @@
+"""Records of durable execution: the epoch that fences attempts, and memoised steps.
+
+A durable task has a *run row* from its first attempt on. Every attempt
+starts by raising the run's **epoch** (``begin_durable_attempt``: allowed
+only while the task is starting or running under the caller as owner), and
+every write the attempt makes for the task (a step result) is accepted only
+while the epoch is still its own and the task still holds a carrier. So an
+attempt whose worker was judged dead, and that runs on anyway (a frozen
+process that thawed), cannot write over the attempt that replaced it.
+
+A *step* is memoised under ``(task, name, occurrence)``: written once, in
+the order given by ``seq``, with its JSON result or the error it raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from chongming.errors import PayloadError, StoreError
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, json_form
+from chongming.stores.checks import check_text
+
+__all__ = [
+    "MAX_STEP_NAME",
+    "DurableRun",
+    "StaleEpoch",
+    "StepRecord",
+    "check_begin",
+    "check_step",
+]
+
+#: Longest step name (characters).
+MAX_STEP_NAME = 200
+
+
+class StaleEpoch(StoreError):
+    """A write of an attempt that no longer holds its task (another attempt replaced it).
+
+    Stores raise it; the task context turns it into
+    :class:`~chongming.errors.FencingError` for the attempt's code.
+    """
+
+    def __init__(self, task_id: str, epoch: int, why: str) -> None:
+        self.task_id = task_id
+        self.epoch = epoch
+        super().__init__(f"attempt epoch {epoch} of task {task_id!r} is fenced off: {why}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DurableRun:
+    """A durable task's run row: the epoch now, and the resume bound it was started with."""
+
+    task_id: str
+    epoch: int
+    max_resumes: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StepRecord:
+    """One memoised step. ``ok``: ``value`` is the result; else ``{"type", "message"}``."""
+
+    name: str
+    occurrence: int
+    ok: bool
+    value: Any
+    seq: int = 0  # given by the store when it records the step
+    epoch: int = 0
+
+
+def check_begin(task_id: object, owner: object, max_resumes: object) -> None:
+    """The arguments of ``begin_durable_attempt``, refused alike by every backend."""
+    for what, text in (("task_id", task_id), ("owner", owner)):
+        if not isinstance(text, str) or not text:
+            raise PayloadError(what, "must be a non-empty string")
+        check_text(text, what)
+    if isinstance(max_resumes, bool) or not isinstance(max_resumes, int) or max_resumes < 0:
+        raise PayloadError("max_resumes", f"must be an integer >= 0, got {max_resumes!r}")
+
+
+def check_step(task_id: object, epoch: object, step: object, limit: int | None) -> StepRecord:
+    """A step as every backend stores it: checked names, the value in its JSON form."""
+    if not isinstance(task_id, str) or not task_id:
+        raise PayloadError("task_id", "must be a non-empty string")
+    check_text(task_id, "task_id")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+        raise PayloadError("epoch", f"must be an integer >= 1, got {epoch!r}")
+    if not isinstance(step, StepRecord):
+        raise PayloadError("step", f"must be a StepRecord, got {type(step).__name__}")
+    name = step.name
+    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME:
+        raise PayloadError("step name", f"must be a string of 1 to {MAX_STEP_NAME} characters")
+    check_text(name, "step name")
+    if not name.isprintable():
+        raise PayloadError("step name", "must not contain control characters")
+    occurrence = step.occurrence
+    if isinstance(occurrence, bool) or not isinstance(occurrence, int) or occurrence < 0:
+        raise PayloadError("step occurrence", f"must be an integer >= 0, got {occurrence!r}")
+    value = json_form(
+        step.value, f"the result of step {name!r}", limit or DEFAULT_MAX_PAYLOAD_BYTES
+    )
+    return dataclasses.replace(step, value=value, epoch=epoch, ok=bool(step.ok))

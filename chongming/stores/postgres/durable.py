@@ -1,0 +1,184 @@
+"""Durable execution on PostgreSQL: epochs and memoised steps, each one short transaction.
+
+A step is recorded with the run row locked ``FOR UPDATE`` and the task row
+``FOR SHARE``: an attempt's start (which raises the epoch), a reconcile
+(which moves the task) and another record of the same task wait for it to
+commit, and it waits for them, so under READ COMMITTED the fencing check,
+the "already recorded?" look and the insert still see one state. Both statements are
+safe to run again after a connection error of unknown outcome: a second
+start only raises the epoch once more, and a step already recorded is
+answered as stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+from chongming.state.status import CARRIER_STATUSES
+from chongming.stores.durable import DurableRun, StaleEpoch, StepRecord, check_begin, check_step
+from chongming.stores.postgres.schema import quote_schema
+
+__all__ = ["DurableMethods", "DurableOnPostgres"]
+
+Runner = Callable[[str, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+_CARRIERS = [status.value for status in CARRIER_STATUSES]
+_COLUMNS = "name, occurrence, ok, value::text AS value, seq, epoch"
+
+
+def _step(row: Any) -> StepRecord:
+    return StepRecord(
+        name=row["name"],
+        occurrence=row["occurrence"],
+        ok=row["ok"],
+        value=json.loads(row["value"]),
+        seq=row["seq"],
+        epoch=row["epoch"],
+    )
+
+
+class DurableOnPostgres:
+    """The statements and transactions; the store supplies the connection runner."""
+
+    def __init__(self, schema: str, *, run: Runner, limit: int | None) -> None:
+        self._run = run
+        self._limit = limit
+        self._task = f"SELECT status, owner FROM {schema}.tasks WHERE task_id = $1 FOR SHARE"
+        self._bump = (
+            f"INSERT INTO {schema}.durable_runs (task_id, epoch, max_resumes) VALUES ($1, 1, $2)"
+            " ON CONFLICT (task_id) DO UPDATE SET epoch = durable_runs.epoch + 1,"
+            " max_resumes = EXCLUDED.max_resumes, updated_at = clock_timestamp()"
+            " RETURNING epoch"
+        )
+        self._runs = (
+            f"SELECT task_id, epoch, max_resumes FROM {schema}.durable_runs"
+            " WHERE task_id = ANY($1::text[])"
+        )
+        self._fence = (
+            f"SELECT r.epoch, t.status FROM {schema}.durable_runs r"
+            f" JOIN {schema}.tasks t ON t.task_id = r.task_id WHERE r.task_id = $1"
+            " FOR UPDATE OF r FOR SHARE OF t"
+        )
+        self._find = (
+            f"SELECT {_COLUMNS} FROM {schema}.durable_steps"
+            " WHERE task_id = $1 AND name = $2 AND occurrence = $3"
+        )
+        self._insert = (
+            f"INSERT INTO {schema}.durable_steps (task_id, name, occurrence, seq, ok, value, epoch)"
+            " SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, $4, $5::jsonb, $6"
+            f" FROM {schema}.durable_steps WHERE task_id = $1 RETURNING seq"
+        )
+        self._steps = (
+            f"SELECT {_COLUMNS} FROM {schema}.durable_steps WHERE task_id = $1 ORDER BY seq"
+        )
+
+    async def begin(self, task_id: str, owner: str, max_resumes: int) -> int:
+        check_begin(task_id, owner, max_resumes)
+
+        async def begin(conn: Any) -> int:
+            async with conn.transaction():
+                row = await conn.fetchrow(self._task, task_id)
+                if (
+                    row is None
+                    or row["status"] not in ("starting", "running")
+                    or (row["owner"] != owner)
+                ):
+                    found = (
+                        "no such task"
+                        if row is None
+                        else f"it is {row['status']}, owned by {row['owner']!r}"
+                    )
+                    raise StaleEpoch(task_id, 0, f"an attempt of {owner!r} cannot start ({found})")
+                epoch: int = await conn.fetchval(self._bump, task_id, max_resumes)
+                return epoch
+
+        epoch: int = await self._run(f"starting a durable attempt of {task_id!r}", begin)
+        return epoch
+
+    async def runs(self, task_ids: Collection[str]) -> dict[str, DurableRun]:
+        if not task_ids:
+            return {}
+        ids = sorted(task_ids)
+        rows = await self._run("reading durable runs", lambda c: c.fetch(self._runs, ids))
+        return {
+            row["task_id"]: DurableRun(
+                task_id=row["task_id"], epoch=row["epoch"], max_resumes=row["max_resumes"]
+            )
+            for row in rows
+        }
+
+    async def record(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
+        checked = check_step(task_id, epoch, step, self._limit)
+        value = json.dumps(checked.value, ensure_ascii=False, separators=(",", ":"))
+
+        async def record(conn: Any) -> StepRecord:
+            async with conn.transaction():
+                row = await conn.fetchrow(self._fence, task_id)
+                if row is None:
+                    raise StaleEpoch(task_id, epoch, "the task has no durable run")
+                if row["epoch"] != epoch:
+                    raise StaleEpoch(task_id, epoch, f"epoch {row['epoch']} holds it now")
+                if row["status"] not in _CARRIERS:
+                    raise StaleEpoch(
+                        task_id, epoch, f"the task is {row['status']} (no attempt holds it)"
+                    )
+                found = await conn.fetchrow(self._find, task_id, checked.name, checked.occurrence)
+                if found is not None:
+                    return _step(found)
+                seq = await conn.fetchval(
+                    self._insert,
+                    task_id,
+                    checked.name,
+                    checked.occurrence,
+                    checked.ok,
+                    value,
+                    epoch,
+                )
+                return StepRecord(
+                    name=checked.name,
+                    occurrence=checked.occurrence,
+                    ok=checked.ok,
+                    value=checked.value,
+                    seq=seq,
+                    epoch=epoch,
+                )
+
+        stored: StepRecord = await self._run(f"recording a step of {task_id!r}", record)
+        return stored
+
+    async def steps(self, task_id: str) -> list[StepRecord]:
+        rows = await self._run("reading steps", lambda c: c.fetch(self._steps, task_id))
+        return [_step(row) for row in rows]
+
+
+class DurableMethods:
+    """The store port's durable methods, delegated to a lazily made :class:`DurableOnPostgres`."""
+
+    _schema: str
+    _limit: int | None
+    _durable_impl: DurableOnPostgres | None = None
+
+    async def _read(self, what: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
+        raise NotImplementedError  # the store's: a pooled connection with bounded retries
+
+    @property
+    def _durable(self) -> DurableOnPostgres:
+        if self._durable_impl is None:
+            self._durable_impl = DurableOnPostgres(
+                quote_schema(self._schema), run=self._read, limit=self._limit
+            )
+        return self._durable_impl
+
+    async def begin_durable_attempt(self, task_id: str, owner: str, *, max_resumes: int) -> int:
+        return await self._durable.begin(task_id, owner, max_resumes)
+
+    async def durable_runs(self, task_ids: Collection[str]) -> dict[str, DurableRun]:
+        return await self._durable.runs(task_ids)
+
+    async def record_step(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
+        return await self._durable.record(task_id, epoch, step)
+
+    async def steps(self, task_id: str) -> list[StepRecord]:
+        return await self._durable.steps(task_id)

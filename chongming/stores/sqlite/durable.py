@@ -1,0 +1,145 @@
+"""Durable execution on SQLite (blocking: the writer's thread, inside its ``BEGIN IMMEDIATE``).
+
+``BEGIN IMMEDIATE`` holds the file's write lock for the whole decision, so
+"is this epoch still the task's, and does the task still hold a carrier?"
+and the insert of the step are one step no other process can come between.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from chongming.state.status import CARRIER_STATUSES
+from chongming.stores.codec import dump
+from chongming.stores.durable import DurableRun, StaleEpoch, StepRecord, check_begin, check_step
+
+__all__ = ["ACTIONS", "DurableOnSqlite", "run_action"]
+
+#: The writer actions this module answers.
+ACTIONS = frozenset({"durable_begin", "step_record"})
+
+_ATTEMPT_MAY_START = ("starting", "running")
+_CARRIERS = tuple(sorted(status.value for status in CARRIER_STATUSES))
+_STEP_COLUMNS = "name, occurrence, ok, value, seq, epoch"
+_SELECT_STEPS = f"SELECT {_STEP_COLUMNS} FROM durable_steps WHERE task_id = ? ORDER BY seq"
+_SELECT_RUNS = (
+    "SELECT task_id, epoch, max_resumes FROM durable_runs"
+    " WHERE task_id IN (SELECT value FROM json_each(?))"
+)
+
+
+def _step_from_row(row: Sequence[Any]) -> StepRecord:
+    return StepRecord(
+        name=row[0],
+        occurrence=row[1],
+        ok=bool(row[2]),
+        value=json.loads(row[3]),
+        seq=row[4],
+        epoch=row[5],
+    )
+
+
+def _run_from_row(row: Sequence[Any]) -> DurableRun:
+    return DurableRun(task_id=row[0], epoch=row[1], max_resumes=row[2])
+
+
+def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], now: int) -> Any:
+    if action == "durable_begin":
+        return _begin(conn, *params, now=now)
+    if action == "step_record":
+        return _record(conn, *params, now=now)
+    raise TypeError(f"unknown durable action {action!r}")
+
+
+def _begin(
+    conn: sqlite3.Connection, task_id: str, owner: str, max_resumes: int, *, now: int
+) -> int:
+    row = conn.execute("SELECT status, owner FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    if row is None or row[0] not in _ATTEMPT_MAY_START or row[1] != owner:
+        found = "no such task" if row is None else f"it is {row[0]}, owned by {row[1]!r}"
+        raise StaleEpoch(task_id, 0, f"an attempt of {owner!r} cannot start ({found})")
+    (epoch,) = conn.execute(
+        "INSERT INTO durable_runs (task_id, epoch, max_resumes, updated_at) VALUES (?, 1, ?, ?)"
+        " ON CONFLICT (task_id) DO UPDATE SET epoch = epoch + 1,"
+        " max_resumes = excluded.max_resumes, updated_at = excluded.updated_at"
+        " RETURNING epoch",
+        (task_id, max_resumes, now),
+    ).fetchone()
+    return int(epoch)
+
+
+def _record(
+    conn: sqlite3.Connection, task_id: str, epoch: int, step: StepRecord, *, now: int
+) -> StepRecord:
+    row = conn.execute(
+        "SELECT r.epoch, t.status FROM durable_runs r JOIN tasks t ON t.task_id = r.task_id"
+        " WHERE r.task_id = ?",
+        (task_id,),
+    ).fetchone()
+    if row is None:
+        raise StaleEpoch(task_id, epoch, "the task has no durable run")
+    if row[0] != epoch:
+        raise StaleEpoch(task_id, epoch, f"epoch {row[0]} holds it now")
+    if row[1] not in _CARRIERS:
+        raise StaleEpoch(task_id, epoch, f"the task is {row[1]} (no attempt holds it)")
+    found = conn.execute(
+        f"SELECT {_STEP_COLUMNS} FROM durable_steps"
+        " WHERE task_id = ? AND name = ? AND occurrence = ?",
+        (task_id, step.name, step.occurrence),
+    ).fetchone()
+    if found is not None:
+        return _step_from_row(found)
+    (seq,) = conn.execute(
+        "SELECT coalesce(max(seq), 0) + 1 FROM durable_steps WHERE task_id = ?", (task_id,)
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO durable_steps (task_id, name, occurrence, seq, ok, value, epoch, recorded_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (task_id, step.name, step.occurrence, seq, int(step.ok), dump(step.value), epoch, now),
+    )
+    return StepRecord(
+        name=step.name,
+        occurrence=step.occurrence,
+        ok=step.ok,
+        value=step.value,
+        seq=seq,
+        epoch=epoch,
+    )
+
+
+class _WriterPort:
+    """What a mixin of :class:`~chongming.stores.sqlite.SqliteTaskStore` calls on it."""
+
+    _limit: int | None
+
+    async def _node_op(self, action: str, *params: Any) -> Any:
+        raise NotImplementedError  # the store's: an op in the writer's transaction
+
+    async def _read(self, sql: str, params: Sequence[Any] = ()) -> Iterable[Any]:
+        raise NotImplementedError  # the store's: a read on the reader connection
+
+
+class DurableOnSqlite(_WriterPort):
+    """The store port's durable methods: decisions in the writer's transaction, reads apart."""
+
+    async def begin_durable_attempt(self, task_id: str, owner: str, *, max_resumes: int) -> int:
+        check_begin(task_id, owner, max_resumes)
+        epoch: int = await self._node_op("durable_begin", task_id, owner, max_resumes)
+        return epoch
+
+    async def durable_runs(self, task_ids: Collection[str]) -> dict[str, DurableRun]:
+        if not task_ids:
+            return {}
+        found = await self._read(_SELECT_RUNS, (dump(sorted(task_ids)),))
+        return {row[0]: _run_from_row(row) for row in found}
+
+    async def record_step(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
+        checked = check_step(task_id, epoch, step, self._limit)
+        stored: StepRecord = await self._node_op("step_record", task_id, epoch, checked)
+        return stored
+
+    async def steps(self, task_id: str) -> list[StepRecord]:
+        return [_step_from_row(row) for row in await self._read(_SELECT_STEPS, (task_id,))]

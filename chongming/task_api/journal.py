@@ -1,0 +1,28 @@
+"""What a task context needs of a durable task's journal (the control plane provides it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+__all__ = ["StepJournal"]
+
+
+class StepJournal(Protocol):
+    """One attempt's memoised steps; see :mod:`chongming.control.durable`."""
+
+    @property
+    def replaying(self) -> bool: ...
+
+    @property
+    def epoch(self) -> int:
+        """The fencing epoch of this attempt (raised by each attempt's start)."""
+        ...
+
+    def check_fenced(self) -> None:
+        """Raise :class:`~chongming.errors.FencingError` once the attempt was replaced."""
+
+    async def step(
+        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Replay the step ``name`` if recorded, else run ``fn`` and record it."""

@@ -1,0 +1,132 @@
+"""Durable execution: epochs that fence attempts, steps memoised once.
+
+Optional for a third-party store: mix :class:`DurableContract` into a
+contract subclass only if the backend implements ``record_step``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from chongming.errors import PayloadError
+from chongming.state.records import TaskSnapshot
+from chongming.state.status import TaskStatus
+from chongming.stores.base import TaskStore
+from chongming.stores.durable import DurableRun, StaleEpoch, StepRecord
+from chongming.testing.store_contract._support import (
+    HOSTILE_STRINGS,
+    ContractBase,
+    _raises,
+    make_snapshot,
+    next_step,
+)
+
+__all__ = ["DurableContract"]
+
+_S = TaskStatus
+
+
+def _step(name: str, value: object = None, *, occurrence: int = 0, ok: bool = True) -> StepRecord:
+    return StepRecord(name=name, occurrence=occurrence, ok=ok, value=value)
+
+
+class DurableContract(ContractBase):
+    async def _running(self, store: TaskStore, task_id: str, owner: str = "node-a") -> TaskSnapshot:
+        snapshot = make_snapshot(task_id)
+        await store.create(snapshot)
+        for to in (_S.QUEUED, _S.STARTING, _S.RUNNING):
+            moved, transition = next_step(snapshot, to, owner=owner)
+            await store.save(
+                moved, expect_version=snapshot.status_version, transitions=[transition]
+            )
+            snapshot = moved
+        return snapshot
+
+    async def test_each_attempt_raises_the_epoch_of_a_task_it_owns(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            assert await store.durable_runs(["d-1"]) == {}
+            assert await store.begin_durable_attempt("d-1", "node-a", max_resumes=3) == 1
+            assert await store.begin_durable_attempt("d-1", "node-a", max_resumes=5) == 2
+            assert await store.durable_runs(["d-1", "ghost"]) == {
+                "d-1": DurableRun(task_id="d-1", epoch=2, max_resumes=5)
+            }
+
+    async def test_an_attempt_cannot_start_on_a_task_it_does_not_hold(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1", owner="node-a")
+            await store.create(make_snapshot("d-2"))
+            for task_id, owner in (("d-1", "node-b"), ("d-2", "node-a"), ("ghost", "node-a")):
+                await _raises(
+                    StaleEpoch, store.begin_durable_attempt(task_id, owner, max_resumes=1)
+                )
+            assert await store.durable_runs(["d-1", "d-2", "ghost"]) == {}
+
+    async def test_steps_are_recorded_once_in_order_in_their_json_form(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            epoch = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            first = await store.record_step("d-1", epoch, _step("fetch", (1, {2: "x"})))
+            assert (first.value, first.seq, first.epoch) == ([1, {"2": "x"}], 1, epoch)
+            await store.record_step("d-1", epoch, _step("fetch", HOSTILE_STRINGS[1], occurrence=1))
+            error = {"type": "ValueError", "message": "bad row"}
+            await store.record_step("d-1", epoch, _step("parse", error, ok=False))
+            # The same name and occurrence again: the first record wins, nothing is added.
+            again = await store.record_step("d-1", epoch, _step("fetch", "other"))
+            assert again == first
+            steps = await store.steps("d-1")
+            assert [(s.name, s.occurrence, s.ok, s.seq) for s in steps] == [
+                ("fetch", 0, True, 1),
+                ("fetch", 1, True, 2),
+                ("parse", 0, False, 3),
+            ]
+            assert steps[1].value == HOSTILE_STRINGS[1]
+            assert steps[2].value == error
+            assert await store.steps("ghost") == []
+
+    async def test_a_stale_epoch_or_a_task_without_a_carrier_writes_nothing(self) -> None:
+        async with self._store() as store:
+            running = await self._running(store, "d-1")
+            old = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            new = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            error = await _raises(StaleEpoch, store.record_step("d-1", old, _step("fetch", 1)))
+            assert (error.task_id, error.epoch) == ("d-1", old)
+            # The task left its carrier (a reconcile moved it): even the newest epoch is refused.
+            moved, transition = next_step(running, _S.RETRY_WAIT)
+            await store.save(moved, expect_version=running.status_version, transitions=[transition])
+            await _raises(StaleEpoch, store.record_step("d-1", new, _step("fetch", 1)))
+            await _raises(StaleEpoch, store.record_step("ghost", 1, _step("fetch", 1)))
+            assert await store.steps("d-1") == []
+
+    async def test_racing_records_of_one_step_all_answer_the_stored_one(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            epoch = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            answers = await asyncio.gather(
+                *(store.record_step("d-1", epoch, _step("fetch", n)) for n in range(6))
+            )
+            assert len({(a.value, a.seq) for a in answers}) == 1
+            assert len(await store.steps("d-1")) == 1
+
+    async def test_bad_steps_are_refused_and_write_nothing(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            epoch = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            for bad in (
+                _step(""),
+                _step("a\x00b"),
+                _step("x" * 10_000),
+                _step("tab\there"),
+                _step("fetch", occurrence=-1),
+                _step("fetch", object()),
+                _step("fetch", float("nan")),
+                _step("fetch", 2**70),
+            ):
+                await _raises(PayloadError, store.record_step("d-1", epoch, bad))
+            for bad_epoch in (0, -1, True):
+                await _raises(PayloadError, store.record_step("d-1", bad_epoch, _step("fetch")))
+            await _raises(PayloadError, store.begin_durable_attempt("d-1", "", max_resumes=1))
+            await _raises(
+                PayloadError, store.begin_durable_attempt("d-1", "node-a", max_resumes=-1)
+            )
+            assert await store.steps("d-1") == []

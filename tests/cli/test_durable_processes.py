@@ -1,0 +1,139 @@
+"""Durable tasks survive ``kill -9`` of their workers: every task succeeds, no recorded step reruns.
+
+Two ``chongming worker`` processes run ten-step durable tasks; the test
+SIGKILLs a random worker at random moments and starts a replacement (under a
+new owner name). Each step's body appends a ledger line naming the attempt's
+epoch; the store names the epoch that recorded the step. So:
+
+- every task ends ``succeeded`` and every step is recorded;
+- no step body ran in an attempt after the one that recorded it (a
+  memoised step is replayed, never run again); a step that a kill cut off
+  before its record ran again (at least once: the ledger may hold it twice);
+- each history shows its lost attempts (``running -> retry_wait`` by
+  ``reconcile:lease_expired``), one per kill that hit the task mid-run.
+
+``CHONGMING_DURABLE_KILLS`` sets the number of kills (5 by default; the
+fault run uses 100). Run on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from chongming import Controller, TaskStatus
+from chongming.state.triggers import Trigger
+from tests.cli.test_processes import _Lines
+from tests.cli.test_worker_process import DEADLINE, ROOT, _client_store, _finish, plane
+
+__all__ = ["plane"]
+
+KILLS = int(os.environ.get("CHONGMING_DURABLE_KILLS", "5"))
+TASKS = max(8, KILLS * 4)  # enough work that every kill lands while tasks run
+TTL = 1.0
+
+pytestmark = pytest.mark.timeout(120 + KILLS * 10)
+
+
+def _worker(options: list[str], owner: str, logs: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
+    env["PYTHONPATH"] = str(ROOT)
+    command = ["worker", "--tasks", "tests.cli.durable_tasks", "--max-parallel", "3"]
+    command += ["--lease-ttl", str(TTL), "--grace", "2"]
+    with (logs / f"{owner}.err").open("wb") as err:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "chongming", *options, "--owner", owner, *command],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            bufsize=0,
+            cwd=ROOT,
+            env=env,
+        )
+
+
+async def _started(worker: subprocess.Popen[bytes], log: Path) -> subprocess.Popen[bytes]:
+    try:
+        await asyncio.to_thread(_Lines(worker).next)  # "serving ..."
+    except AssertionError:
+        said = await asyncio.to_thread(log.read_text)
+        raise AssertionError(f"a worker did not start: {said}") from None
+    return worker
+
+
+async def test_kill_9_of_workers_never_reruns_a_recorded_step(
+    plane: tuple[list[str], object], tmp_path: Path
+) -> None:
+    options, where = plane
+    ledger = tmp_path / "ledger.txt"
+    rng = random.Random(11)
+    workers = [
+        await _started(_worker(options, f"w-{n}", tmp_path), tmp_path / f"w-{n}.err")
+        for n in range(2)
+    ]
+    everyone = list(workers)
+    try:
+        client = Controller(store=_client_store(where), owner="client", poll_interval=0.05)
+        async with client:
+            store = client.store
+            assert store is not None
+            queued = [
+                await client.enqueue("ten_steps", str(ledger), 0.1, task_id=f"d-{n}")
+                for n in range(TASKS)
+            ]
+            waits = asyncio.ensure_future(
+                asyncio.gather(*(task.wait(timeout=DEADLINE * 4 + KILLS * 5) for task in queued))
+            )
+            kills = 0
+            while kills < KILLS and not waits.done():
+                await asyncio.sleep(rng.uniform(0.1, 0.6))
+                victim = workers.pop(rng.randrange(len(workers)))
+                victim.send_signal(signal.SIGKILL)
+                await asyncio.to_thread(victim.wait, DEADLINE)
+                kills += 1
+                owner = f"w-r{kills}"
+                workers.append(
+                    await _started(_worker(options, owner, tmp_path), tmp_path / f"{owner}.err")
+                )
+                everyone.append(workers[-1])
+                if not waits.done() and all(t.is_terminal for t in [await q.get() for q in queued]):
+                    break
+            finals = await waits
+            steps = {task.task_id: await store.steps(task.task_id) for task in queued}
+            histories = {task.task_id: await store.history(task.task_id) for task in queued}
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            codes = [await asyncio.to_thread(w.wait, DEADLINE) for w in workers]
+            await client.close(close_store=True)
+    finally:
+        for worker in everyone:
+            _finish(worker)
+    assert codes == [0] * len(workers)
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * TASKS
+    runs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for line in ledger.read_text().splitlines():
+        task_id, name, epoch, _pid = line.split()
+        runs[task_id, name].append(int(epoch))
+    lost_attempts = 0
+    for task_id, recorded in steps.items():
+        assert [s.name for s in recorded] == [f"s{n}" for n in range(10)]
+        for record in recorded:
+            epochs = runs[task_id, record.name]
+            assert record.epoch in epochs  # the recording attempt ran it
+            assert max(epochs) == record.epoch, (task_id, record.name, epochs)  # never after
+        lost = [
+            t
+            for t in histories[task_id]
+            if t.trigger == Trigger.LEASE_EXPIRED and t.to_status is TaskStatus.RETRY_WAIT
+        ]
+        lost_attempts += len(lost)
+        assert all(t.from_status is not TaskStatus.QUEUED for t in lost)
+    # Some kills hit a running task (the others hit idle workers): those show as lost attempts.
+    assert kills == 0 or lost_attempts >= 1
