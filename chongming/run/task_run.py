@@ -47,6 +47,11 @@ class TaskRun(RunLifecycle):
         return self._outcome
 
     @property
+    def last_trigger(self) -> str:
+        """The latest transition's trigger, without building its record (metrics count it)."""
+        return self._record.history[-1][4]
+
+    @property
     def snapshot(self) -> TaskSnapshot:
         """The latest state as a frozen record."""
         record = self._record

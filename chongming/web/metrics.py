@@ -16,6 +16,8 @@ task id is ever a label. The names are listed in ``docs/observability.md``.
 
 from __future__ import annotations
 
+import bisect
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -59,19 +61,10 @@ class ChongmingMetrics(Observer):
         self.max_names = max_names
         self.max_label_sets = max_label_sets
         r = self.registry
-        self.transitions = pc.Counter(
-            "chongming_transitions",
-            "Task transitions, by from status, to status and trigger.",
-            ["from_status", "to_status", "trigger"],
-            registry=r,
-        )
-        self.attempt_seconds = pc.Histogram(
-            "chongming_attempt_duration_seconds",
-            "Attempts from starting to the status they ended in, by task name and outcome.",
-            ["name", "outcome"],
-            buckets=ATTEMPT_BUCKETS,
-            registry=r,
-        )
+        # The two per-transition series are plain counts on the loop, exported at
+        # scrape time by _RuntimeCollector: no lock and no child lookup per transition.
+        self._transition_counts: dict[tuple[TaskStatus, TaskStatus, str], int] = {}
+        self.attempt_seconds: dict[tuple[str, str], _Histogram] = {}
         self.store_write_seconds = pc.Histogram(
             "chongming_store_write_seconds",
             "One batch of state writes to the store (write-through), start to answer.",
@@ -118,8 +111,6 @@ class ChongmingMetrics(Observer):
             ["state"],
             registry=r,
         )
-        self._transition_children: dict[tuple[TaskStatus, TaskStatus, str], Any] = {}
-        self._attempt_children: dict[tuple[str, TaskStatus], Any] = {}
         self._names: set[str] = set()
         self._started: dict[str, float] = {}
         self._facts: list[Callable[[], RuntimeFacts]] = []
@@ -132,37 +123,42 @@ class ChongmingMetrics(Observer):
 
     def transition(self, run: Any, previous: TaskStatus) -> None:
         status = run.status
-        key = (previous, status, run.last_transition.trigger)
-        child = self._transition_children.get(key)
-        if child is None:
-            child = self._transition_child(key)
-        child.inc()
+        try:
+            trigger = run.last_trigger  # TaskRun: no record built
+        except AttributeError:
+            trigger = run.last_transition.trigger
+        key = (previous, status, trigger)
+        counts = self._transition_counts
+        counts[key] = counts.get(key, 0) + 1  # label values are made at scrape time
         if status is _STARTING:
             self._started[run.task_id] = time.perf_counter()
         elif previous in _CARRIERS and status not in _CARRIERS:
             began = self._started.pop(run.task_id, None)
             if began is not None:
-                self._attempt_child(run.name, status).observe(time.perf_counter() - began)
+                self._attempt(run.name, status).observe(time.perf_counter() - began)
 
-    def _transition_child(self, key: tuple[TaskStatus, TaskStatus, str]) -> Any:
-        previous, status, trigger = key
-        if len(self._transition_children) >= self.max_label_sets:
-            trigger = OTHER
-        child = self.transitions.labels(previous.value, status.value, trigger)
-        self._transition_children[key] = child
-        return child
+    @property
+    def transitions(self) -> dict[tuple[str, str, str], int]:
+        """Transitions by (from, to, trigger); past ``max_label_sets`` triggers are "other"."""
+        out: dict[tuple[str, str, str], int] = {}
+        for (previous, status, trigger), count in self._transition_counts.copy().items():
+            label = (previous.value, status.value, trigger)
+            if label not in out and len(out) >= self.max_label_sets:
+                label = (previous.value, status.value, OTHER)
+            out[label] = out.get(label, 0) + count
+        return out
 
-    def _attempt_child(self, name: str, outcome: TaskStatus) -> Any:
+    def _attempt(self, name: str, outcome: TaskStatus) -> _Histogram:
         if name not in self._names:
             if len(self._names) >= self.max_names:
                 name = OTHER
             else:
                 self._names.add(name)
-        key = (name, outcome)
-        child = self._attempt_children.get(key)
-        if child is None:
-            child = self._attempt_children[key] = self.attempt_seconds.labels(name, outcome.value)
-        return child
+        key = (name, outcome.value)
+        histogram = self.attempt_seconds.get(key)
+        if histogram is None:
+            histogram = self.attempt_seconds[key] = _Histogram(ATTEMPT_BUCKETS)
+        return histogram
 
     def write_ended(
         self,
@@ -224,6 +220,33 @@ class ChongmingMetrics(Observer):
         return data
 
 
+class _Histogram:
+    """A histogram kept on the event loop (no lock): bucket counts, sum and count."""
+
+    __slots__ = ("bounds", "buckets", "count", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.buckets = [0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.buckets[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        from prometheus_client.utils import floatToGoString
+
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip((*self.bounds, math.inf), self.buckets, strict=True):
+            running += count
+            out.append((floatToGoString(bound), running))  # type: ignore[no-untyped-call]
+        return out
+
+
 class _RuntimeCollector:
     """Scrape-time gauges of the watched controllers (no store read, no await)."""
 
@@ -234,9 +257,30 @@ class _RuntimeCollector:
         return ()  # described lazily: the families depend on what is attached
 
     def collect(self) -> Iterator[Metric]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
 
-        facts = [read() for read in self._metrics._facts]
+        metrics = self._metrics
+        transitions = CounterMetricFamily(
+            "chongming_transitions",
+            "Task transitions, by from status, to status and trigger.",
+            labels=["from_status", "to_status", "trigger"],
+        )
+        for labels, count in sorted(metrics.transitions.items()):
+            transitions.add_metric(list(labels), count)
+        yield transitions
+        attempts = HistogramMetricFamily(
+            "chongming_attempt_duration_seconds",
+            "Attempts from starting to the status they ended in, by task name and outcome.",
+            labels=["name", "outcome"],
+        )
+        for (name, outcome), histogram in sorted(metrics.attempt_seconds.copy().items()):
+            attempts.add_metric([name, outcome], histogram.cumulative(), histogram.sum)
+        yield attempts
+        facts = [read() for read in metrics._facts]
         local = GaugeMetricFamily(
             "chongming_tasks", "Tasks held by this process, by status.", labels=["status"]
         )

@@ -66,31 +66,30 @@ class ChongmingTracing(Observer):
 
     def registered(self, run: Any) -> None:
         current = self._context.get_current()
-        if self._trace.get_current_span(current).get_span_context().is_valid:
+        if current and self._trace.get_current_span(current).get_span_context().is_valid:
             parents = self._parents
             parents[run.task_id] = current  # until the write of its end
             if len(parents) > MAX_REMEMBERED:
                 del parents[next(iter(parents))]
 
     def wrap_attempt(self, run: Any, coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
-        return self._traced(run, coro)
-
-    async def _traced(self, run: Any, coro: Coroutine[Any, Any, None]) -> None:
         task_id = run.task_id
-        try:
-            span = self.tracer.start_span(
-                ATTEMPT_SPAN,
-                context=self._parents.get(task_id),
-                attributes={
-                    "chongming.task.id": task_id,
-                    "chongming.task.name": run.name,
-                    "chongming.task.attempt": run.attempt,
-                    "chongming.task.owner": run.owner or "",
-                },
-            )
-        except Exception:  # tracing must never keep an attempt from running
-            await coro
-            return
+        span = self.tracer.start_span(
+            ATTEMPT_SPAN,
+            context=self._parents.get(task_id),
+            attributes={
+                "chongming.task.id": task_id,
+                "chongming.task.name": run.name,
+                "chongming.task.attempt": run.attempt,
+                "chongming.task.owner": run.owner or "",
+            },
+        )
+        if not span.get_span_context().is_valid:
+            return coro  # no SDK: a no-op span has nothing to carry, so add no frame
+        return self._traced(run, coro, span)
+
+    async def _traced(self, run: Any, coro: Coroutine[Any, Any, None], span: Span) -> None:
+        task_id = run.task_id
         attempts = self._attempts
         attempts[task_id] = span  # until the write of its end links to it
         if len(attempts) > MAX_REMEMBERED:
