@@ -369,6 +369,8 @@ class BlockingController:
     reconcile = blocking_twin(Controller.reconcile)
     nodes = blocking_twin(Controller.nodes)
     bucket_report = blocking_twin(Controller.bucket_report)
+    signal = blocking_twin(Controller.signal)
+    facts = blocking_twin(Controller.facts)
 
     def __repr__(self) -> str:
         return f"<BlockingController {self._phase} {self._controller!r}>"

@@ -25,6 +25,7 @@ keeps working for callers who do not know chongming::
     ├── UnknownNode (LookupError)          a running pipeline has no node with this id
     ├── NondeterminismError                a durable replay called its steps in another order
     ├── StepFailed                         a memoised step raised (first run and replay alike)
+    ├── FactTimeout (TimeoutError)         wait_for_fact decided: no fact in time (and replays so)
     └── StoreError                         the persistence layer, translated at its boundary
         ├── StoreClosed                    use of a store after close()
         ├── VersionConflict                a compare-and-set on status_version lost
@@ -35,6 +36,7 @@ keeps working for callers who do not know chongming::
         ├── StoreFull                      the disk or the database size limit is full
         ├── NodeConflict                   another live node already runs under this owner name
         ├── IdempotencyConflict            a key reused with different input
+        ├── FactConflict                   a fact already set to another value
         ├── UnknownClusterLimit (LookupError)  slots asked of a limit the store does not hold
         └── SchemaError                    the schema is newer than this code, or broken
 
@@ -57,6 +59,8 @@ __all__ = [
     "DuplicateTask",
     "DuplicateTaskId",
     "ExecutorClosed",
+    "FactConflict",
+    "FactTimeout",
     "FencingError",
     "IdempotencyConflict",
     "InvalidPipeline",
@@ -384,3 +388,24 @@ class StepFailed(ChongmingError):
         self.error_type = error_type
         self.message = message
         super().__init__(f"step {step!r} failed: {error_type}: {message}")
+
+
+class FactConflict(StoreError):
+    """A fact is set once: another value was sent for a fact the task already has."""
+
+    def __init__(self, task_id: str, name: str) -> None:
+        self.task_id = task_id
+        self.name = name
+        super().__init__(
+            f"task {task_id!r} already has fact {name!r} with another value (facts are set once)"
+        )
+
+
+class FactTimeout(ChongmingError, TimeoutError):
+    """``ctx.wait_for_fact`` gave up: decided once, recorded, and raised again on replay."""
+
+    def __init__(self, task_id: str, name: str, seconds: float) -> None:
+        self.task_id = task_id
+        self.name = name
+        self.seconds = seconds
+        super().__init__(f"task {task_id!r} had no fact {name!r} within {seconds:g}s")

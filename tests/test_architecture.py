@@ -40,10 +40,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing": _BASE | {"state", "stores"},
     # the facade wires the runtime; of the stores it may use the port (the
     # TaskStore protocol and the records it speaks in: commands, nodes,
-    # writes, the queue, cluster limits), never a backend
+    # writes, the queue, cluster limits, durable records), never a backend
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
-    | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"},
+    | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
+    | {"stores.durable"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
@@ -189,6 +190,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
     # backends come to the controller through the control plane (open_store).
     assert {rule for rule in ALLOWED["controller"] if rule.split(".")[0] == "stores"} == {
         "stores.base",
+        "stores.durable",
         "stores.limits",
         "stores.nodes",
         "stores.queue",

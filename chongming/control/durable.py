@@ -24,7 +24,9 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from chongming.clock import SYSTEM_CLOCK
 from chongming.errors import (
+    FactTimeout,
     FencingError,
     NondeterminismError,
     StepFailed,
@@ -94,6 +96,59 @@ class Journal:
         )
         return _replay(stored)
 
+    async def wait_for_fact(
+        self,
+        name: str,
+        *,
+        timeout: float | None,
+        check: Callable[[], Any] | None,
+        poll_interval: float,
+        beat: Callable[[], Awaitable[None]],
+    ) -> Any:
+        """The fact ``name`` (or what ``check`` found), or :class:`FactTimeout`: decided once.
+
+        The deadline is recorded first (a resumed attempt keeps the original
+        one), then the store is read before every wait, so a fact sent before
+        the waiter existed, or while it slept, or while no worker held the
+        task, is found. The outcome is recorded as a step: a replay answers the
+        same, fact or timeout, whatever the store holds by then.
+        """
+        self.check_fenced()
+        key = f"fact:{name}"
+        deadline = await self.step(f"{key}:deadline", _deadline, (timeout,), {})
+        occurrence = self._seen[key]
+        self._seen[key] = occurrence + 1
+        recorded = self._recorded.get((key, occurrence))
+        if recorded is not None:
+            expected = self._order[self._cursor] if self.replaying else None
+            if expected != (key, occurrence):
+                raise NondeterminismError(self.task_id, key, _label(expected))
+            self._cursor += 1
+            return self._decided(recorded, name, timeout)
+        while True:
+            found = await self._store.get_fact(self.task_id, name)
+            value: Any = None if found is None else {"fact": found.payload}
+            if value is None and check is not None:
+                checked = await _call(check, (), {})
+                if checked is not None and checked is not False:
+                    value = {"fact": checked}
+            if value is None and deadline is not None and SYSTEM_CLOCK.time() >= deadline:
+                value = {"timeout": True}
+            if value is not None:
+                step = StepRecord(name=key, occurrence=occurrence, ok=True, value=value)
+                return self._decided(await self._record(step), name, timeout)
+            await beat()  # stop and pause take effect here; the heartbeat moves on
+            wait = poll_interval
+            if deadline is not None:
+                wait = max(0.0, min(wait, deadline - SYSTEM_CLOCK.time()))
+            await asyncio.sleep(wait)
+
+    def _decided(self, step: StepRecord, name: str, timeout: float | None) -> Any:
+        value = step.value if isinstance(step.value, dict) else {}
+        if "fact" in value:
+            return value["fact"]
+        raise FactTimeout(self.task_id, name, timeout or 0.0)
+
     async def _record(self, step: StepRecord) -> StepRecord:
         try:
             return await self._store.record_step(self.task_id, self.epoch, step)
@@ -140,6 +195,10 @@ class JournalGate:
             return False
         self.journal = Journal(store, task_id, epoch, await store.steps(task_id))
         return True
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else SYSTEM_CLOCK.time() + timeout
 
 
 def _label(key: tuple[str, int] | None) -> str | None:

@@ -23,15 +23,14 @@ import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.apply import apply_command, send_command
-from chongming.control.buckets import BucketReport, report_buckets, unclaimed
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
-from chongming.control.reconcile import ReconcileReport
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import EnqueueRequest, QueuedTask, ServedVersions, build_enqueued
 from chongming.controller.host import ControllerHost
 from chongming.controller.observers import Observer, wire
+from chongming.controller.plane_calls import PlaneCalls, check_facts, send_facts
 from chongming.controller.statistics import ControllerStats
 from chongming.controller.support import (
     all_done,
@@ -71,7 +70,6 @@ from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind, TaskStore
-from chongming.stores.nodes import NodeRecord
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import ExecutorChoice, TaskSpec
 
@@ -95,7 +93,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Controller:
+class Controller(PlaneCalls):
     """Supervises tasks submitted by registered name.
 
     Over any limit a task is ``queued``, never rejected. A paused task keeps
@@ -436,6 +434,7 @@ class Controller:
         idempotency_key: str | None = None,
         version: int | None = None,
         connection: object | None = None,
+        facts: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> QueuedTask:
         """Persist a ``queued`` task for whichever node serves ``name`` (see docs/work-queue.md).
@@ -450,6 +449,8 @@ class Controller:
         ``connection``: your own connection inside your open transaction, on
         the store's database (asyncpg on PostgreSQL; aiosqlite on the SQLite
         store's file): the task exists if and only if your transaction commits.
+        ``facts``: facts the task starts with (see :meth:`signal`), written
+        right after it (not with ``connection``).
         """
         if self._phase != _Phase.OPEN:
             await self._open()
@@ -475,7 +476,9 @@ class Controller:
         snapshot, transition = build_enqueued(
             request, self.registry, self.clock, self.max_payload_bytes
         )
+        check_facts(facts, connection)
         result = await plane.store.enqueue(snapshot, [transition], connection=connection)
+        await send_facts(plane.store, result.snapshot.task_id, facts)
         if self._worker is not None:
             self._worker.wake()
         return QueuedTask(
@@ -728,49 +731,6 @@ class Controller:
             if await run.stop(reason=reason, actor=actor):
                 issued += 1
         return issued
-
-    async def reconcile(
-        self, *, dry_run: bool = False, reason: str | None = None
-    ) -> ReconcileReport:
-        """Judge unfinished tasks of the owned buckets by their owners' node leases.
-
-        A live owner's task is left alone; a dead owner's task that held a
-        carrier becomes ``lost`` (trigger ``reconcile:lease_expired``); one
-        that never started is reported adoptable and left as it is; a task
-        its owner moved meanwhile is let go. ``dry_run`` writes nothing.
-        Needs a store (:class:`ConfigurationError` without one).
-        """
-        self._check_not_closed()
-        reason = check_reason(reason)
-        plane = self._require_plane("reconcile")
-        await self._open()
-        return await plane.reconcile(
-            dry_run=dry_run,
-            reason=reason,
-            actor=f"reconcile:{self.owner}",
-            at=to_datetime(self.clock.time()),
-        )
-
-    async def nodes(self) -> list[NodeRecord]:
-        """Every node the store knows, live or expired (``live`` by the store's clock)."""
-        self._check_not_closed()
-        plane = self._require_plane("nodes")
-        await self._open()
-        return await plane.store.nodes()
-
-    async def bucket_report(self) -> BucketReport:
-        """Owners and task counts per bucket, flagging buckets owned twice or orphaned."""
-        self._check_not_closed()
-        plane = self._require_plane("the bucket report")
-        await self._open()
-        nodes, counts = await plane.store.nodes(), await plane.store.task_counts()
-        waiting = await unclaimed(plane.store, counts)
-        return report_buckets(nodes, counts, num_buckets=self.buckets.num_buckets, waiting=waiting)
-
-    def _require_plane(self, what: str) -> ControlPlane:
-        if self._plane is None:
-            raise ConfigurationError(f"{what} needs a store: Controller(store=...)")
-        return self._plane
 
     async def wait_all(self, timeout: float | None = None) -> list[Outcome]:
         """Wait until every task known now has ended; their outcomes in submission order.

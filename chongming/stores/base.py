@@ -51,7 +51,7 @@ from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRe
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 if TYPE_CHECKING:  # queue.py uses stores.checks, which imports this module
-    from chongming.stores.durable import DurableRun, StepRecord
+    from chongming.stores.durable import DurableRun, Fact, StepRecord
     from chongming.stores.limits import ClusterLimit
     from chongming.stores.queue import Enqueued, Serves
 
@@ -335,6 +335,23 @@ class TaskStore(abc.ABC):
 
     async def steps(self, task_id: str) -> list[StepRecord]:
         """The memoised steps of a task, in the order they were recorded."""
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def put_fact(self, fact: Fact) -> bool:
+        """Persist a set-once fact for a task; True when this call set it.
+
+        The same value again is a no-op (False); another value raises
+        :class:`~chongming.errors.FactConflict`; an unknown task raises
+        :class:`~chongming.errors.TaskNotFound`. Nothing else is written.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def get_fact(self, task_id: str, name: str) -> Fact | None:
+        """The fact ``name`` of a task, if it was sent."""
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def facts(self, task_id: str) -> list[Fact]:
+        """Every fact of a task, by name."""
         raise NotImplementedError(f"{type(self).__name__} has no durable execution")
 
     # -- history -------------------------------------------------------------

@@ -24,9 +24,11 @@ from chongming.stores.checks import check_text
 __all__ = [
     "MAX_STEP_NAME",
     "DurableRun",
+    "Fact",
     "StaleEpoch",
     "StepRecord",
     "check_begin",
+    "check_fact",
     "check_step",
 ]
 
@@ -66,6 +68,42 @@ class StepRecord:
     value: Any
     seq: int = 0  # given by the store when it records the step
     epoch: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Fact:
+    """A set-once value sent to a task by name; ``key`` says who sent it (optional)."""
+
+    task_id: str
+    name: str
+    payload: Any
+    key: str | None = None
+
+
+def check_fact(fact: object, limit: int | None) -> Fact:
+    """A fact as every backend stores it: checked names, the payload in its JSON form."""
+    if not isinstance(fact, Fact):
+        raise PayloadError("fact", f"must be a Fact, got {type(fact).__name__}")
+    _check_id(fact.task_id, "task_id")
+    _check_name(fact.name, "fact name")
+    if fact.key is not None:
+        _check_name(fact.key, "fact key", longest=1000)
+    payload = json_form(fact.payload, f"fact {fact.name!r}", limit or DEFAULT_MAX_PAYLOAD_BYTES)
+    return dataclasses.replace(fact, payload=payload)
+
+
+def _check_id(value: object, what: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise PayloadError(what, "must be a non-empty string")
+    check_text(value, what)
+
+
+def _check_name(value: object, what: str, *, longest: int = MAX_STEP_NAME) -> None:
+    if not isinstance(value, str) or not value or len(value) > longest:
+        raise PayloadError(what, f"must be a string of 1 to {longest} characters")
+    check_text(value, what)
+    if not value.isprintable():
+        raise PayloadError(what, "must not contain control characters")
 
 
 def check_begin(task_id: object, owner: object, max_resumes: object) -> None:

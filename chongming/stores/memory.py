@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from chongming.errors import (
     ConfigurationError,
     DuplicateTaskId,
+    FactConflict,
     IdempotencyConflict,
     NodeConflict,
     StoreClosed,
@@ -45,7 +46,15 @@ from chongming.stores.checks import (
     check_ttl,
 )
 from chongming.stores.codec import encode_progress
-from chongming.stores.durable import DurableRun, StaleEpoch, StepRecord, check_begin, check_step
+from chongming.stores.durable import (
+    DurableRun,
+    Fact,
+    StaleEpoch,
+    StepRecord,
+    check_begin,
+    check_fact,
+    check_step,
+)
 from chongming.stores.limits import (
     ClusterLimit,
     check_capacity,
@@ -99,6 +108,7 @@ class InMemoryTaskStore(TaskStore):
         self._slots: dict[tuple[str, str], tuple[str, int]] = {}  # (limit, owner) -> (inc, held)
         self._runs: dict[str, DurableRun] = {}
         self._steps: dict[str, dict[tuple[str, int], StepRecord]] = {}
+        self._facts: dict[str, dict[str, Fact]] = {}
         self._hint: asyncio.Event | None = None
         self._closed = False
 
@@ -537,6 +547,28 @@ class InMemoryTaskStore(TaskStore):
     async def steps(self, task_id: str) -> list[StepRecord]:
         self._check_open()
         return sorted(self._steps.get(task_id, {}).values(), key=lambda step: step.seq)
+
+    async def put_fact(self, fact: Fact) -> bool:
+        self._check_open()
+        checked = check_fact(fact, self._limit)
+        if checked.task_id not in self._tasks:
+            raise TaskNotFound(checked.task_id)
+        facts = self._facts.setdefault(checked.task_id, {})
+        found = facts.get(checked.name)
+        if found is not None:
+            if found.payload != checked.payload:
+                raise FactConflict(checked.task_id, checked.name)
+            return False
+        facts[checked.name] = checked
+        return True
+
+    async def get_fact(self, task_id: str, name: str) -> Fact | None:
+        self._check_open()
+        return self._facts.get(task_id, {}).get(name)
+
+    async def facts(self, task_id: str) -> list[Fact]:
+        self._check_open()
+        return [fact for _, fact in sorted(self._facts.get(task_id, {}).items())]
 
     # -- counts ----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from chongming.errors import CheckpointMisuse, PayloadError, TaskCancelled
+from chongming.errors import CheckpointMisuse, ConfigurationError, PayloadError, TaskCancelled
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
 from chongming.task_api.journal import StepJournal
@@ -125,6 +125,49 @@ class TaskContext:
         if self._signals.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
         return await journal.step(name, fn, args, kwargs)
+
+    async def wait_for_fact(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,
+        check: Callable[[], Any] | None = None,
+        poll_interval: float = 0.2,
+    ) -> Any:
+        """Wait until the fact ``name`` was sent to this task (``controller.signal``).
+
+        Returns its value. The store is read before every wait, so a fact sent
+        earlier — before this call, or while no worker held the task — is never
+        missed. ``check`` (a function, or a coroutine function) is asked too:
+        a value other than ``None``/``False`` counts as the fact (read your
+        business table there). ``timeout`` seconds without it raise
+        :class:`~chongming.errors.FactTimeout`. Fact or timeout is decided
+        once and recorded: a replay answers the same. Stop and pause take
+        effect while it waits (it holds its execution slot meanwhile).
+        """
+        journal = self.journal
+        if journal is None:
+            raise CheckpointMisuse(
+                f"ctx.wait_for_fact() needs a durable task: register {self.name!r} with "
+                "durable=True on a controller with a store"
+            )
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+        ):
+            raise ConfigurationError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        if (
+            isinstance(poll_interval, bool)
+            or not isinstance(poll_interval, int | float)
+            or not (poll_interval > 0)
+        ):
+            raise ConfigurationError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+        return await journal.wait_for_fact(
+            name,
+            timeout=None if timeout is None else float(timeout),
+            check=check,
+            poll_interval=float(poll_interval),
+            beat=self._checkpoint_on_loop,
+        )
 
     # -- control ---------------------------------------------------------------
 

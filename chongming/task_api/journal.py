@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 __all__ = ["StepJournal"]
@@ -26,3 +26,14 @@ class StepJournal(Protocol):
         self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         """Replay the step ``name`` if recorded, else run ``fn`` and record it."""
+
+    async def wait_for_fact(
+        self,
+        name: str,
+        *,
+        timeout: float | None,
+        check: Callable[[], Any] | None,
+        poll_interval: float,
+        beat: Callable[[], Awaitable[None]],
+    ) -> Any:
+        """The fact ``name``, or a recorded timeout; decided once and replayed."""

@@ -16,8 +16,17 @@ import json
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
+from chongming.errors import FactConflict, TaskNotFound
 from chongming.state.status import CARRIER_STATUSES
-from chongming.stores.durable import DurableRun, StaleEpoch, StepRecord, check_begin, check_step
+from chongming.stores.durable import (
+    DurableRun,
+    Fact,
+    StaleEpoch,
+    StepRecord,
+    check_begin,
+    check_fact,
+    check_step,
+)
 from chongming.stores.postgres.schema import quote_schema
 
 __all__ = ["DurableMethods", "DurableOnPostgres"]
@@ -72,6 +81,15 @@ class DurableOnPostgres:
         )
         self._steps = (
             f"SELECT {_COLUMNS} FROM {schema}.durable_steps WHERE task_id = $1 ORDER BY seq"
+        )
+        self._has_task = f"SELECT 1 FROM {schema}.tasks WHERE task_id = $1"
+        self._put_fact = (
+            f"INSERT INTO {schema}.durable_facts (task_id, name, payload, key)"
+            " VALUES ($1, $2, $3::jsonb, $4) ON CONFLICT (task_id, name) DO NOTHING RETURNING 1"
+        )
+        self._facts = (
+            f"SELECT name, payload::text AS payload, key FROM {schema}.durable_facts"
+            " WHERE task_id = $1 AND ($2::text IS NULL OR name = $2) ORDER BY name"
         )
 
     async def begin(self, task_id: str, owner: str, max_resumes: int) -> int:
@@ -152,6 +170,32 @@ class DurableOnPostgres:
         rows = await self._run("reading steps", lambda c: c.fetch(self._steps, task_id))
         return [_step(row) for row in rows]
 
+    async def put_fact(self, fact: Fact) -> bool:
+        checked = check_fact(fact, self._limit)
+        payload = json.dumps(checked.payload, ensure_ascii=False, separators=(",", ":"))
+
+        async def put(conn: Any) -> bool:
+            # Safe to run again after an unknown outcome: the same value answers False.
+            if await conn.fetchval(self._has_task, checked.task_id) is None:
+                raise TaskNotFound(checked.task_id)
+            args = (checked.task_id, checked.name, payload, checked.key)
+            if await conn.fetchval(self._put_fact, *args) is not None:
+                return True
+            (row,) = await conn.fetch(self._facts, checked.task_id, checked.name)
+            if json.loads(row["payload"]) != checked.payload:
+                raise FactConflict(checked.task_id, checked.name)
+            return False
+
+        created: bool = await self._run(f"sending fact {fact.name!r}", put)
+        return created
+
+    async def facts(self, task_id: str, name: str | None = None) -> list[Fact]:
+        rows = await self._run("reading facts", lambda c: c.fetch(self._facts, task_id, name))
+        return [
+            Fact(task_id=task_id, name=r["name"], payload=json.loads(r["payload"]), key=r["key"])
+            for r in rows
+        ]
+
 
 class DurableMethods:
     """The store port's durable methods, delegated to a lazily made :class:`DurableOnPostgres`."""
@@ -182,3 +226,13 @@ class DurableMethods:
 
     async def steps(self, task_id: str) -> list[StepRecord]:
         return await self._durable.steps(task_id)
+
+    async def put_fact(self, fact: Fact) -> bool:
+        return await self._durable.put_fact(fact)
+
+    async def get_fact(self, task_id: str, name: str) -> Fact | None:
+        found = await self._durable.facts(task_id, name)
+        return found[0] if found else None
+
+    async def facts(self, task_id: str) -> list[Fact]:
+        return await self._durable.facts(task_id)

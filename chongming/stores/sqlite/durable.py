@@ -12,14 +12,23 @@ import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
+from chongming.errors import FactConflict, TaskNotFound
 from chongming.state.status import CARRIER_STATUSES
 from chongming.stores.codec import dump
-from chongming.stores.durable import DurableRun, StaleEpoch, StepRecord, check_begin, check_step
+from chongming.stores.durable import (
+    DurableRun,
+    Fact,
+    StaleEpoch,
+    StepRecord,
+    check_begin,
+    check_fact,
+    check_step,
+)
 
 __all__ = ["ACTIONS", "DurableOnSqlite", "run_action"]
 
 #: The writer actions this module answers.
-ACTIONS = frozenset({"durable_begin", "step_record"})
+ACTIONS = frozenset({"durable_begin", "step_record", "fact_put"})
 
 _ATTEMPT_MAY_START = ("starting", "running")
 _CARRIERS = tuple(sorted(status.value for status in CARRIER_STATUSES))
@@ -46,11 +55,38 @@ def _run_from_row(row: Sequence[Any]) -> DurableRun:
     return DurableRun(task_id=row[0], epoch=row[1], max_resumes=row[2])
 
 
+_SELECT_FACTS = "SELECT name, payload, key FROM durable_facts WHERE task_id = ?"
+
+
+def _fact_from_row(task_id: str, row: Sequence[Any]) -> Fact:
+    return Fact(task_id=task_id, name=row[0], payload=json.loads(row[1]), key=row[2])
+
+
+def _put_fact(conn: sqlite3.Connection, fact: Fact, *, now: int) -> bool:
+    if conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (fact.task_id,)).fetchone() is None:
+        raise TaskNotFound(fact.task_id)
+    found = conn.execute(
+        "SELECT payload FROM durable_facts WHERE task_id = ? AND name = ?",
+        (fact.task_id, fact.name),
+    ).fetchone()
+    if found is not None:
+        if json.loads(found[0]) != fact.payload:
+            raise FactConflict(fact.task_id, fact.name)
+        return False
+    conn.execute(
+        "INSERT INTO durable_facts (task_id, name, payload, key, sent_at) VALUES (?, ?, ?, ?, ?)",
+        (fact.task_id, fact.name, dump(fact.payload), fact.key, now),
+    )
+    return True
+
+
 def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], now: int) -> Any:
     if action == "durable_begin":
         return _begin(conn, *params, now=now)
     if action == "step_record":
         return _record(conn, *params, now=now)
+    if action == "fact_put":
+        return _put_fact(conn, *params, now=now)
     raise TypeError(f"unknown durable action {action!r}")
 
 
@@ -143,3 +179,16 @@ class DurableOnSqlite(_WriterPort):
 
     async def steps(self, task_id: str) -> list[StepRecord]:
         return [_step_from_row(row) for row in await self._read(_SELECT_STEPS, (task_id,))]
+
+    async def put_fact(self, fact: Fact) -> bool:
+        checked = check_fact(fact, self._limit)
+        created: bool = await self._node_op("fact_put", checked)
+        return created
+
+    async def get_fact(self, task_id: str, name: str) -> Fact | None:
+        rows = list(await self._read(f"{_SELECT_FACTS} AND name = ?", (task_id, name)))
+        return _fact_from_row(task_id, rows[0]) if rows else None
+
+    async def facts(self, task_id: str) -> list[Fact]:
+        rows = await self._read(f"{_SELECT_FACTS} ORDER BY name", (task_id,))
+        return [_fact_from_row(task_id, row) for row in rows]

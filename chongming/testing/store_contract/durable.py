@@ -1,4 +1,4 @@
-"""Durable execution: epochs that fence attempts, steps memoised once.
+"""Durable execution: epochs that fence attempts, steps memoised once, set-once facts.
 
 Optional for a third-party store: mix :class:`DurableContract` into a
 contract subclass only if the backend implements ``record_step``.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 
-from chongming.errors import PayloadError
+from chongming.errors import FactConflict, PayloadError, TaskNotFound
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
-from chongming.stores.durable import DurableRun, StaleEpoch, StepRecord
+from chongming.stores.durable import DurableRun, Fact, StaleEpoch, StepRecord
 from chongming.testing.store_contract._support import (
     HOSTILE_STRINGS,
     ContractBase,
@@ -130,3 +130,57 @@ class DurableContract(ContractBase):
                 PayloadError, store.begin_durable_attempt("d-1", "node-a", max_resumes=-1)
             )
             assert await store.steps("d-1") == []
+
+    # -- facts -----------------------------------------------------------------------
+
+    async def test_a_fact_is_set_once_and_read_back_by_anyone(self) -> None:
+        async with self._store() as store:
+            await store.create(make_snapshot("d-1"))
+            sent = Fact(task_id="d-1", name="downloaded", payload=(1, {2: "x"}), key="hook-7")
+            assert await store.put_fact(sent) is True
+            assert await store.put_fact(sent) is False  # the same value again: a no-op
+            found = await store.get_fact("d-1", "downloaded")
+            assert found == Fact(
+                task_id="d-1", name="downloaded", payload=[1, {"2": "x"}], key="hook-7"
+            )
+            await _raises(
+                FactConflict, store.put_fact(Fact(task_id="d-1", name="downloaded", payload=2))
+            )
+            await store.put_fact(Fact(task_id="d-1", name="approved", payload=HOSTILE_STRINGS[3]))
+            assert [f.name for f in await store.facts("d-1")] == ["approved", "downloaded"]
+            assert await store.get_fact("d-1", "missing") is None
+            assert await store.facts("ghost") == []
+
+    async def test_a_fact_for_an_unknown_task_or_with_bad_fields_writes_nothing(self) -> None:
+        async with self._store() as store:
+            await store.create(make_snapshot("d-1"))
+            await _raises(
+                TaskNotFound, store.put_fact(Fact(task_id="ghost", name="downloaded", payload=1))
+            )
+            for bad in (
+                Fact(task_id="d-1", name="", payload=1),
+                Fact(task_id="d-1", name="a\x00b", payload=1),
+                Fact(task_id="d-1", name="x" * 10_000, payload=1),
+                Fact(task_id="d-1", name="ok", payload=object()),
+                Fact(task_id="d-1", name="ok", payload=1, key="bad\nkey"),
+                Fact(task_id="", name="ok", payload=1),
+            ):
+                await _raises(PayloadError, store.put_fact(bad))
+            assert await store.facts("d-1") == []
+
+    async def test_racing_senders_of_one_fact_leave_exactly_one_value(self) -> None:
+        async with self._store() as store:
+            await store.create(make_snapshot("d-1"))
+
+            async def send(n: int) -> bool | None:
+                try:
+                    return await store.put_fact(Fact(task_id="d-1", name="winner", payload=n))
+                except FactConflict:
+                    return None
+
+            answers = await asyncio.gather(*(send(n) for n in range(6)))
+            assert answers.count(True) == 1
+            assert answers.count(None) == 5
+            found = await store.get_fact("d-1", "winner")
+            assert found is not None
+            assert answers[found.payload] is True
