@@ -24,8 +24,10 @@ Routes (``GET`` unless marked):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
@@ -50,6 +52,8 @@ __all__ = ["Dashboard", "create_app"]
 
 _log = logging.getLogger("chongming.web")
 _MAX_FORM = 16 * 1024
+#: How long the per-status counts of the list are reused (seconds).
+COUNTS_TTL = 2.0
 Handler = Callable[["Request"], Awaitable["Response"]]
 
 
@@ -78,6 +82,7 @@ class Dashboard:
         self._guard = guard
         self._store_label = store_label
         self._actor = actor
+        self._counted: tuple[float, dict[str, int]] | None = None
         read, write = self._read, self._write
         routes = [
             Route("/", read(self._list)),
@@ -186,7 +191,22 @@ class Dashboard:
 
     async def _page(self, request: Request) -> board.TaskPage:
         wanted = board.ListFilter.parse(request.query_params)
-        return await board.list_page(self.controller, wanted)
+        page = await board.list_page(self.controller, wanted, counts=False)
+        return dataclasses.replace(page, counts=await self._counts())
+
+    async def _counts(self) -> dict[str, int]:
+        """Tasks per status in the store, read at most every COUNTS_TTL seconds.
+
+        The list and its live poll show them on every request; one read scans
+        the store's (status, bucket, owner) index, ~14 ms at 100,000 tasks.
+        """
+        now = time.monotonic()
+        cached = self._counted
+        if cached is not None and now - cached[0] < COUNTS_TTL:
+            return cached[1]
+        counts = await board.store_counts(self.controller)
+        self._counted = (now, counts)
+        return counts
 
     async def _list(self, request: Request) -> Response:
         page = await self._page(request)

@@ -40,6 +40,7 @@ __all__ = [
     "control",
     "list_page",
     "nodes_view",
+    "store_counts",
     "task_view",
 ]
 
@@ -148,19 +149,23 @@ async def list_page(
         raise BadInput(str(error)) from None
     found = await controller.list_tasks(query)
     start = (wanted.page - 1) * size
-    by_status: dict[str, int] = {}
-    if counts:
-        store = controller.store
-        if store is not None:
-            for count in await store.task_counts():
-                key = count.status.value
-                by_status[key] = by_status.get(key, 0) + count.count
     return TaskPage(
         filter=wanted,
         tasks=found[start : start + size],
         has_next=len(found) > start + size,
-        counts=by_status,
+        counts=await store_counts(controller) if counts else {},
     )
+
+
+async def store_counts(controller: Controller) -> dict[str, int]:
+    """Tasks per status in the whole store (every owner, every bucket)."""
+    by_status: dict[str, int] = {}
+    store = controller.store
+    if store is not None:
+        for count in await store.task_counts():
+            key = count.status.value
+            by_status[key] = by_status.get(key, 0) + count.count
+    return by_status
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
