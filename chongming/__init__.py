@@ -33,14 +33,19 @@ if TYPE_CHECKING:
     from chongming.errors import DuplicateTask as DuplicateTask
     from chongming.errors import DuplicateTaskId as DuplicateTaskId
     from chongming.errors import ExecutorClosed as ExecutorClosed
+    from chongming.errors import FactConflict as FactConflict
+    from chongming.errors import FactTimeout as FactTimeout
+    from chongming.errors import FencingError as FencingError
     from chongming.errors import IdempotencyConflict as IdempotencyConflict
     from chongming.errors import InvalidPipeline as InvalidPipeline
     from chongming.errors import InvalidTransition as InvalidTransition
     from chongming.errors import NodeConflict as NodeConflict
+    from chongming.errors import NondeterminismError as NondeterminismError
     from chongming.errors import PayloadError as PayloadError
     from chongming.errors import PipelineCycle as PipelineCycle
     from chongming.errors import QuorumNotSupported as QuorumNotSupported
     from chongming.errors import SchemaError as SchemaError
+    from chongming.errors import StepFailed as StepFailed
     from chongming.errors import StoreBusy as StoreBusy
     from chongming.errors import StoreClosed as StoreClosed
     from chongming.errors import StoreError as StoreError
@@ -94,6 +99,7 @@ if TYPE_CHECKING:
     from chongming.task_api import TaskContext as TaskContext
     from chongming.task_api import TaskRegistry as TaskRegistry
     from chongming.task_api import task as task
+    from chongming.task_api.journal import EffectInfo as EffectInfo
 
 #: Public name -> the module that defines it.
 _WHERE: dict[str, str] = {
@@ -123,6 +129,12 @@ _WHERE: dict[str, str] = {
     "Backoff": "chongming.policies",
     "BlockingController": "chongming.blocking",
     "BlockingQueuedTask": "chongming.blocking",
+    "EffectInfo": "chongming.task_api.journal",
+    "FencingError": "chongming.errors",
+    "NondeterminismError": "chongming.errors",
+    "StepFailed": "chongming.errors",
+    "FactConflict": "chongming.errors",
+    "FactTimeout": "chongming.errors",
     "BlockingTaskRun": "chongming.blocking",
     "UnknownClusterLimit": "chongming.errors",
     "BucketNotOwned": "chongming.errors",

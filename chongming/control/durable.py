@@ -22,7 +22,7 @@ import collections
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
 from chongming.errors import (
@@ -33,9 +33,12 @@ from chongming.errors import (
     TaskCancelled,
 )
 from chongming.stores.base import TaskStore
-from chongming.stores.durable import StaleEpoch, StepRecord
+from chongming.stores.durable import Commit, CommitFailed, StaleEpoch, StepRecord
+from chongming.task_api.journal import EffectInfo
 
 __all__ = ["Journal", "JournalGate"]
+
+_T = TypeVar("_T")
 
 _MESSAGE = 2000  # characters of a recorded error message
 
@@ -43,7 +46,16 @@ _MESSAGE = 2000  # characters of a recorded error message
 class Journal:
     """One attempt's view of its task's steps. Loop thread only."""
 
-    __slots__ = ("_cursor", "_fenced", "_order", "_recorded", "_seen", "_store", "epoch", "task_id")
+    __slots__ = (
+        "_cursor",
+        "_fenced_why",
+        "_order",
+        "_recorded",
+        "_seen",
+        "_store",
+        "epoch",
+        "task_id",
+    )
 
     def __init__(
         self, store: TaskStore, task_id: str, epoch: int, recorded: list[StepRecord]
@@ -55,7 +67,7 @@ class Journal:
         self._order = [(step.name, step.occurrence) for step in recorded]
         self._cursor = 0
         self._seen: collections.Counter[str] = collections.Counter()
-        self._fenced: str | None = None
+        self._fenced_why: str | None = None
 
     @property
     def replaying(self) -> bool:
@@ -64,8 +76,8 @@ class Journal:
 
     def check_fenced(self) -> None:
         """Raise :class:`FencingError` again once this attempt was found replaced."""
-        if self._fenced is not None:
-            raise FencingError(self.task_id, self.epoch, self._fenced)
+        if self._fenced_why is not None:
+            raise FencingError(self.task_id, self.epoch, self._fenced_why)
 
     async def step(
         self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -149,12 +161,42 @@ class Journal:
             return value["fact"]
         raise FactTimeout(self.task_id, name, timeout or 0.0)
 
-    async def _record(self, step: StepRecord) -> StepRecord:
+    async def effect(
+        self,
+        op_key: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        commit: Commit | None,
+    ) -> Any:
+        """An operation through the ledger: its stored result, or ``fn`` then ``commit``.
+
+        The intent is written before ``fn`` runs; the result, ``commit`` and
+        the fencing check are one transaction of the store. Effects are found
+        by key, not by order: they may come anywhere among the steps.
+        """
+        self.check_fenced()
+        state = await self._fenced(self._store.begin_effect(self.task_id, self.epoch, op_key))
+        if state.done:
+            return state.result
+        info = EffectInfo(idempotency_key=f"{self.task_id}:{op_key}", resumed=state.resumed)
+        result = await _call(fn, (info, *args), kwargs)
+        finish = self._store.finish_effect(self.task_id, self.epoch, op_key, result, commit)
         try:
-            return await self._store.record_step(self.task_id, self.epoch, step)
+            return await self._fenced(finish)
+        except CommitFailed as error:
+            cause = error.__cause__
+            raise (cause if cause is not None else error) from None
+
+    async def _fenced(self, call: Awaitable[_T]) -> _T:
+        try:
+            return await call
         except StaleEpoch as error:
-            self._fenced = str(error)
+            self._fenced_why = str(error)
             raise FencingError(self.task_id, self.epoch, str(error)) from None
+
+    async def _record(self, step: StepRecord) -> StepRecord:
+        return await self._fenced(self._store.record_step(self.task_id, self.epoch, step))
 
 
 class JournalGate:

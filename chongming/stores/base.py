@@ -35,7 +35,7 @@ import enum
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from chongming.errors import (
     DuplicateTaskId,
@@ -51,7 +51,7 @@ from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRe
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 if TYPE_CHECKING:  # queue.py uses stores.checks, which imports this module
-    from chongming.stores.durable import DurableRun, Fact, StepRecord
+    from chongming.stores.durable import Commit, DurableRun, EffectState, Fact, StepRecord
     from chongming.stores.limits import ClusterLimit
     from chongming.stores.queue import Enqueued, Serves
 
@@ -352,6 +352,26 @@ class TaskStore(abc.ABC):
 
     async def facts(self, task_id: str) -> list[Fact]:
         """Every fact of a task, by name."""
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def begin_effect(self, task_id: str, epoch: int, op_key: str) -> EffectState:
+        """Look up an operation of the attempt holding ``epoch``; write its intent if new.
+
+        Fenced like :meth:`record_step` (:class:`~chongming.stores.durable.StaleEpoch`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def finish_effect(
+        self, task_id: str, epoch: int, op_key: str, result: Any, commit: Commit | None
+    ) -> Any:
+        """Record the operation's result and run ``commit`` in one transaction; the result.
+
+        The fencing check, ``commit(connection, result)`` and the ledger row
+        commit together or not at all: a stale epoch raises
+        :class:`~chongming.stores.durable.StaleEpoch` and ``commit`` never
+        runs; an error of ``commit`` is raised and nothing is written. An
+        operation already done answers its stored result (``commit`` not run).
+        """
         raise NotImplementedError(f"{type(self).__name__} has no durable execution")
 
     # -- history -------------------------------------------------------------

@@ -15,6 +15,7 @@ the order given by ``seq``, with its JSON result or the error it raised.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import PayloadError, StoreError
@@ -23,11 +24,15 @@ from chongming.stores.checks import check_text
 
 __all__ = [
     "MAX_STEP_NAME",
+    "Commit",
+    "CommitFailed",
     "DurableRun",
+    "EffectState",
     "Fact",
     "StaleEpoch",
     "StepRecord",
     "check_begin",
+    "check_effect",
     "check_fact",
     "check_step",
 ]
@@ -47,6 +52,21 @@ class StaleEpoch(StoreError):
         self.task_id = task_id
         self.epoch = epoch
         super().__init__(f"attempt epoch {epoch} of task {task_id!r} is fenced off: {why}")
+
+
+class CommitFailed(StoreError):
+    """The caller's ``commit`` raised: nothing of the operation was written.
+
+    The store's way to carry the caller's own error out of its transaction;
+    the task context raises the original (``__cause__``) to the task.
+    """
+
+    def __init__(self, op_key: str, error: BaseException) -> None:
+        self.op_key = op_key
+        super().__init__(
+            f"the commit of operation {op_key!r} raised {type(error).__name__}: {error}"
+        )
+        self.__cause__ = error
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +98,34 @@ class Fact:
     name: str
     payload: Any
     key: str | None = None
+
+
+#: The caller's commit of an operation's result: ``commit(connection, result)``, run
+#: in the store's transaction (SQLite: a ``sqlite3.Connection`` on the writer's
+#: thread, so a plain function; PostgreSQL: an asyncpg connection, a coroutine function).
+Commit = Callable[[Any, Any], Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EffectState:
+    """An operation's ledger row when an attempt begins it.
+
+    ``done``: it has a result (returned, nothing runs again). Otherwise the
+    intent is written now; ``resumed`` says an earlier attempt wrote it and
+    left no result, so the operation may have reached the outside world.
+    """
+
+    done: bool
+    resumed: bool
+    result: Any = None
+
+
+def check_effect(task_id: object, epoch: object, op_key: object) -> None:
+    """The arguments of ``begin_effect`` / ``finish_effect``, refused alike by every backend."""
+    _check_id(task_id, "task_id")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+        raise PayloadError("epoch", f"must be an integer >= 1, got {epoch!r}")
+    _check_name(op_key, "operation key", longest=1000)
 
 
 def check_fact(fact: object, limit: int | None) -> Fact:

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from chongming.errors import (
     ConfigurationError,
@@ -31,7 +33,7 @@ from chongming.errors import (
     UnknownClusterLimit,
     VersionConflict,
 )
-from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, json_form
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
@@ -47,11 +49,15 @@ from chongming.stores.checks import (
 )
 from chongming.stores.codec import encode_progress
 from chongming.stores.durable import (
+    Commit,
+    CommitFailed,
     DurableRun,
+    EffectState,
     Fact,
     StaleEpoch,
     StepRecord,
     check_begin,
+    check_effect,
     check_fact,
     check_step,
 )
@@ -109,6 +115,7 @@ class InMemoryTaskStore(TaskStore):
         self._runs: dict[str, DurableRun] = {}
         self._steps: dict[str, dict[tuple[str, int], StepRecord]] = {}
         self._facts: dict[str, dict[str, Fact]] = {}
+        self._effects: dict[tuple[str, str], tuple[bool, Any]] = {}  # -> (done, result)
         self._hint: asyncio.Event | None = None
         self._closed = False
 
@@ -569,6 +576,46 @@ class InMemoryTaskStore(TaskStore):
     async def facts(self, task_id: str) -> list[Fact]:
         self._check_open()
         return [fact for _, fact in sorted(self._facts.get(task_id, {}).items())]
+
+    def _fence(self, task_id: str, epoch: int) -> None:
+        run, task = self._runs.get(task_id), self._tasks.get(task_id)
+        if run is None or task is None:
+            raise StaleEpoch(task_id, epoch, "the task has no durable run")
+        if run.epoch != epoch:
+            raise StaleEpoch(task_id, epoch, f"epoch {run.epoch} holds it now")
+        if not task.status.holds_carrier:
+            raise StaleEpoch(task_id, epoch, f"the task is {task.status} (no attempt holds it)")
+
+    async def begin_effect(self, task_id: str, epoch: int, op_key: str) -> EffectState:
+        self._check_open()
+        check_effect(task_id, epoch, op_key)
+        self._fence(task_id, epoch)
+        found = self._effects.get((task_id, op_key))
+        if found is not None and found[0]:
+            return EffectState(done=True, resumed=False, result=found[1])
+        self._effects[task_id, op_key] = (False, None)
+        return EffectState(done=False, resumed=found is not None)
+
+    async def finish_effect(
+        self, task_id: str, epoch: int, op_key: str, result: Any, commit: Commit | None
+    ) -> Any:
+        """``commit`` gets ``None`` for a connection: this store has no database."""
+        self._check_open()
+        check_effect(task_id, epoch, op_key)
+        value = json_form(result, f"the result of operation {op_key!r}", self._limit)
+        self._fence(task_id, epoch)
+        found = self._effects.get((task_id, op_key))
+        if found is not None and found[0]:
+            return found[1]
+        if commit is not None:
+            try:
+                outcome = commit(None, value)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception as error:
+                raise CommitFailed(op_key, error) from error
+        self._effects[task_id, op_key] = (True, value)
+        return value
 
     # -- counts ----------------------------------------------------------------
 

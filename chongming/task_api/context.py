@@ -126,6 +126,39 @@ class TaskContext:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
         return await journal.step(name, fn, args, kwargs)
 
+    async def effect(
+        self,
+        op_key: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        commit: Callable[[Any, Any], Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run an operation with side effects once per task, through a ledger in the store.
+
+        If ``op_key`` has a result already, it is returned and nothing runs.
+        Otherwise the intent is written first, then ``fn(info, *args,
+        **kwargs)`` runs with an :class:`~chongming.task_api.journal.EffectInfo`
+        (``info.idempotency_key`` is ``<task>:<op_key>`` in every attempt —
+        give it to the external system; ``info.resumed`` says an earlier
+        attempt began it and left no result), then ``commit(connection,
+        result)`` runs in the store's transaction together with the fencing
+        check and the ledger row. Business writes made in ``commit`` on the
+        store's database are exactly once; an external call is at least once,
+        narrowed by the key. See docs/durable.md for what holds where.
+        """
+        journal = self.journal
+        if journal is None:
+            raise CheckpointMisuse(
+                f"ctx.effect() needs a durable task: register {self.name!r} with durable=True "
+                "on a controller with a store"
+            )
+        journal.check_fenced()
+        if self._signals.stop_requested:
+            raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
+        return await journal.effect(op_key, fn, args, kwargs, commit)
+
     async def wait_for_fact(
         self,
         name: str,

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-__all__ = ["StepJournal"]
+__all__ = ["EffectInfo", "StepJournal"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EffectInfo:
+    """What ``ctx.effect`` tells the operation it runs.
+
+    ``idempotency_key`` is ``<task id>:<op key>``, the same in every attempt:
+    pass it to the external system so a repeat is recognised there.
+    ``resumed``: an earlier attempt began this operation and left no result —
+    it may have reached the outside world; reconcile the external state first.
+    """
+
+    idempotency_key: str
+    resumed: bool
 
 
 class StepJournal(Protocol):
@@ -37,3 +52,13 @@ class StepJournal(Protocol):
         beat: Callable[[], Awaitable[None]],
     ) -> Any:
         """The fact ``name``, or a recorded timeout; decided once and replayed."""
+
+    async def effect(
+        self,
+        op_key: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        commit: Callable[[Any, Any], Any] | None,
+    ) -> Any:
+        """Run an operation once per task through the ledger; its result."""

@@ -4,15 +4,19 @@
 <pid>`` to a ledger file (one ``O_APPEND`` write) and then takes a moment,
 so a worker killed at a random instant is killed inside some step or
 between two. The ledger counts real executions; the store says which
-attempt's epoch recorded each step.
+attempt's epoch recorded each step. When given a ``table`` (in the store's
+own database), each step is followed by an operation through ``ctx.effect``
+whose commit inserts one row there: exactly once per step, whatever the kills.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
+from typing import Any
 
-from chongming import Controller, TaskContext
+from chongming import Controller, EffectInfo, TaskContext
 
 STEPS = 10
 
@@ -27,13 +31,32 @@ def _mark(ledger: str, line: str, hold: float) -> str:
     return line
 
 
-async def ten_steps(ctx: TaskContext, ledger: str, hold: float = 0.05) -> list[str]:
+def _row(info: EffectInfo) -> str:
+    return info.idempotency_key
+
+
+def _commit_into(table: str) -> Any:
+    def commit(conn: Any, key: str) -> Any:
+        sql = f"INSERT INTO {table} (op) VALUES ($1)"
+        if isinstance(conn, sqlite3.Connection):
+            conn.execute(sql.replace("$1", "?"), (key,))
+            return None
+        return conn.execute(sql, key)  # asyncpg: the store awaits it in its transaction
+
+    return commit
+
+
+async def ten_steps(
+    ctx: TaskContext, ledger: str, hold: float = 0.05, table: str | None = None
+) -> list[str]:
     assert ctx.journal is not None
     done = []
     for n in range(STEPS):
         await ctx.checkpoint()
         line = f"{ctx.task_id} s{n} {ctx.journal.epoch} {os.getpid()}"
         done.append(await ctx.step(f"s{n}", _mark, ledger, line, hold))
+        if table is not None:
+            await ctx.effect(f"row:{n}", _row, commit=_commit_into(table))
     return done
 
 

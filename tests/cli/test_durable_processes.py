@@ -10,7 +10,9 @@ epoch; the store names the epoch that recorded the step. So:
   memoised step is replayed, never run again); a step that a kill cut off
   before its record ran again (at least once: the ledger may hold it twice);
 - each history shows its lost attempts (``running -> retry_wait`` by
-  ``reconcile:lease_expired``), one per kill that hit the task mid-run.
+  ``reconcile:lease_expired``), one per kill that hit the task mid-run;
+- each step's operation (``ctx.effect``, committing a row into a side table
+  of the store's own database) left exactly one row.
 
 ``CHONGMING_DURABLE_KILLS`` sets the number of kills (5 by default; the
 fault run uses 100). Run on SQLite and on PostgreSQL.
@@ -22,6 +24,7 @@ import asyncio
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections import defaultdict
@@ -33,6 +36,7 @@ from chongming import Controller, TaskStatus
 from chongming.state.triggers import Trigger
 from tests.cli.test_processes import _Lines
 from tests.cli.test_worker_process import DEADLINE, ROOT, _client_store, _finish, plane
+from tests.stores.pg_support import admin_connection
 
 __all__ = ["plane"]
 
@@ -68,11 +72,42 @@ async def _started(worker: subprocess.Popen[bytes], log: Path) -> subprocess.Pop
     return worker
 
 
+async def _side_table(where: object) -> str:
+    """A table in the store's own database, where each effect's commit inserts a row."""
+    if isinstance(where, Path):
+
+        def create() -> None:
+            with sqlite3.connect(where) as conn:
+                conn.execute("CREATE TABLE side_effects (op TEXT NOT NULL)")
+
+        await asyncio.to_thread(create)
+        return "side_effects"
+    assert isinstance(where, tuple)
+    schema = str(where[1])
+    async with admin_connection() as conn:
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        await conn.execute(f'CREATE TABLE "{schema}".side_effects (op text NOT NULL)')
+    return f'"{schema}".side_effects'
+
+
+async def _rows(where: object, table: str) -> list[str]:
+    if isinstance(where, Path):
+
+        def read() -> list[str]:
+            with sqlite3.connect(where) as conn:
+                return [row[0] for row in conn.execute(f"SELECT op FROM {table}")]
+
+        return await asyncio.to_thread(read)
+    async with admin_connection() as conn:
+        return [row["op"] for row in await conn.fetch(f"SELECT op FROM {table}")]
+
+
 async def test_kill_9_of_workers_never_reruns_a_recorded_step(
     plane: tuple[list[str], object], tmp_path: Path
 ) -> None:
     options, where = plane
     ledger = tmp_path / "ledger.txt"
+    table = await _side_table(where)
     rng = random.Random(11)
     workers = [
         await _started(_worker(options, f"w-{n}", tmp_path), tmp_path / f"w-{n}.err")
@@ -85,7 +120,7 @@ async def test_kill_9_of_workers_never_reruns_a_recorded_step(
             store = client.store
             assert store is not None
             queued = [
-                await client.enqueue("ten_steps", str(ledger), 0.1, task_id=f"d-{n}")
+                await client.enqueue("ten_steps", str(ledger), 0.1, table, task_id=f"d-{n}")
                 for n in range(TASKS)
             ]
             waits = asyncio.ensure_future(
@@ -112,6 +147,7 @@ async def test_kill_9_of_workers_never_reruns_a_recorded_step(
                 worker.send_signal(signal.SIGTERM)
             codes = [await asyncio.to_thread(w.wait, DEADLINE) for w in workers]
             await client.close(close_store=True)
+        rows = await _rows(where, table)
     finally:
         for worker in everyone:
             _finish(worker)
@@ -135,5 +171,6 @@ async def test_kill_9_of_workers_never_reruns_a_recorded_step(
         ]
         lost_attempts += len(lost)
         assert all(t.from_status is not TaskStatus.QUEUED for t in lost)
+    assert sorted(rows) == sorted(f"d-{t}:row:{n}" for t in range(TASKS) for n in range(10))
     # Some kills hit a running task (the others hit idle workers): those show as lost attempts.
     assert kills == 0 or lost_attempts >= 1

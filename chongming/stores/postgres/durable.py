@@ -12,18 +12,24 @@ answered as stored.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from chongming.errors import FactConflict, TaskNotFound
+from chongming.state.payload import json_form
 from chongming.state.status import CARRIER_STATUSES
 from chongming.stores.durable import (
+    Commit,
+    CommitFailed,
     DurableRun,
+    EffectState,
     Fact,
     StaleEpoch,
     StepRecord,
     check_begin,
+    check_effect,
     check_fact,
     check_step,
 )
@@ -65,7 +71,7 @@ class DurableOnPostgres:
             f"SELECT task_id, epoch, max_resumes FROM {schema}.durable_runs"
             " WHERE task_id = ANY($1::text[])"
         )
-        self._fence = (
+        self._fence_sql = (
             f"SELECT r.epoch, t.status FROM {schema}.durable_runs r"
             f" JOIN {schema}.tasks t ON t.task_id = r.task_id WHERE r.task_id = $1"
             " FOR UPDATE OF r FOR SHARE OF t"
@@ -83,6 +89,21 @@ class DurableOnPostgres:
             f"SELECT {_COLUMNS} FROM {schema}.durable_steps WHERE task_id = $1 ORDER BY seq"
         )
         self._has_task = f"SELECT 1 FROM {schema}.tasks WHERE task_id = $1"
+        self._effect = (
+            f"SELECT state, result::text AS result FROM {schema}.durable_effects"
+            " WHERE task_id = $1 AND op_key = $2"
+        )
+        self._intend = (
+            f"INSERT INTO {schema}.durable_effects (task_id, op_key, state, epoch)"
+            " VALUES ($1, $2, 'started', $3) ON CONFLICT (task_id, op_key)"
+            " DO UPDATE SET epoch = EXCLUDED.epoch, started_at = clock_timestamp()"
+        )
+        self._done = (
+            f"INSERT INTO {schema}.durable_effects (task_id, op_key, state, result, epoch,"
+            " done_at) VALUES ($1, $2, 'done', $3::jsonb, $4, clock_timestamp())"
+            " ON CONFLICT (task_id, op_key) DO UPDATE SET state = 'done',"
+            " result = EXCLUDED.result, epoch = EXCLUDED.epoch, done_at = EXCLUDED.done_at"
+        )
         self._put_fact = (
             f"INSERT INTO {schema}.durable_facts (task_id, name, payload, key)"
             " VALUES ($1, $2, $3::jsonb, $4) ON CONFLICT (task_id, name) DO NOTHING RETURNING 1"
@@ -127,13 +148,64 @@ class DurableOnPostgres:
             for row in rows
         }
 
+    async def _fence(self, conn: Any, task_id: str, epoch: int) -> None:
+        """Inside the caller's transaction: the epoch holds, the run row locked for it."""
+        row = await conn.fetchrow(self._fence_sql, task_id)
+        if row is None:
+            raise StaleEpoch(task_id, epoch, "the task has no durable run")
+        if row["epoch"] != epoch:
+            raise StaleEpoch(task_id, epoch, f"epoch {row['epoch']} holds it now")
+        if row["status"] not in _CARRIERS:
+            raise StaleEpoch(task_id, epoch, f"the task is {row['status']} (no attempt holds it)")
+
+    async def begin_effect(self, task_id: str, epoch: int, op_key: str) -> EffectState:
+        check_effect(task_id, epoch, op_key)
+
+        async def begin(conn: Any) -> EffectState:
+            async with conn.transaction():
+                await self._fence(conn, task_id, epoch)
+                found = await conn.fetchrow(self._effect, task_id, op_key)
+                if found is not None and found["state"] == "done":
+                    return EffectState(done=True, resumed=False, result=json.loads(found["result"]))
+                await conn.execute(self._intend, task_id, op_key, epoch)
+                return EffectState(done=False, resumed=found is not None)
+
+        state: EffectState = await self._run(f"beginning operation {op_key!r}", begin)
+        return state
+
+    async def finish_effect(
+        self, task_id: str, epoch: int, op_key: str, result: Any, commit: Commit | None
+    ) -> Any:
+        check_effect(task_id, epoch, op_key)
+        value = json_form(result, f"the result of operation {op_key!r}", self._limit)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+        async def finish(conn: Any) -> Any:
+            # Safe to run again after an unknown outcome: a committed one is found done.
+            async with conn.transaction():
+                await self._fence(conn, task_id, epoch)
+                found = await conn.fetchrow(self._effect, task_id, op_key)
+                if found is not None and found["state"] == "done":
+                    return json.loads(found["result"])
+                if commit is not None:
+                    try:
+                        outcome = commit(conn, value)
+                        if inspect.isawaitable(outcome):
+                            await outcome
+                    except Exception as error:
+                        raise CommitFailed(op_key, error) from error
+                await conn.execute(self._done, task_id, op_key, text, epoch)
+                return value
+
+        return await self._run(f"finishing operation {op_key!r}", finish)
+
     async def record(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
         checked = check_step(task_id, epoch, step, self._limit)
         value = json.dumps(checked.value, ensure_ascii=False, separators=(",", ":"))
 
         async def record(conn: Any) -> StepRecord:
             async with conn.transaction():
-                row = await conn.fetchrow(self._fence, task_id)
+                row = await conn.fetchrow(self._fence_sql, task_id)
                 if row is None:
                     raise StaleEpoch(task_id, epoch, "the task has no durable run")
                 if row["epoch"] != epoch:
@@ -236,3 +308,11 @@ class DurableMethods:
 
     async def facts(self, task_id: str) -> list[Fact]:
         return await self._durable.facts(task_id)
+
+    async def begin_effect(self, task_id: str, epoch: int, op_key: str) -> EffectState:
+        return await self._durable.begin_effect(task_id, epoch, op_key)
+
+    async def finish_effect(
+        self, task_id: str, epoch: int, op_key: str, result: Any, commit: Commit | None
+    ) -> Any:
+        return await self._durable.finish_effect(task_id, epoch, op_key, result, commit)

@@ -13,14 +13,19 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from chongming.errors import FactConflict, TaskNotFound
+from chongming.state.payload import json_form
 from chongming.state.status import CARRIER_STATUSES
 from chongming.stores.codec import dump
 from chongming.stores.durable import (
+    Commit,
+    CommitFailed,
     DurableRun,
+    EffectState,
     Fact,
     StaleEpoch,
     StepRecord,
     check_begin,
+    check_effect,
     check_fact,
     check_step,
 )
@@ -28,7 +33,7 @@ from chongming.stores.durable import (
 __all__ = ["ACTIONS", "DurableOnSqlite", "run_action"]
 
 #: The writer actions this module answers.
-ACTIONS = frozenset({"durable_begin", "step_record", "fact_put"})
+ACTIONS = frozenset({"durable_begin", "step_record", "fact_put", "effect_begin", "effect_finish"})
 
 _ATTEMPT_MAY_START = ("starting", "running")
 _CARRIERS = tuple(sorted(status.value for status in CARRIER_STATUSES))
@@ -87,6 +92,10 @@ def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], n
         return _record(conn, *params, now=now)
     if action == "fact_put":
         return _put_fact(conn, *params, now=now)
+    if action == "effect_begin":
+        return _begin_effect(conn, *params, now=now)
+    if action == "effect_finish":
+        return _finish_effect(conn, *params, now=now)
     raise TypeError(f"unknown durable action {action!r}")
 
 
@@ -107,9 +116,7 @@ def _begin(
     return int(epoch)
 
 
-def _record(
-    conn: sqlite3.Connection, task_id: str, epoch: int, step: StepRecord, *, now: int
-) -> StepRecord:
+def _fence(conn: sqlite3.Connection, task_id: str, epoch: int) -> None:
     row = conn.execute(
         "SELECT r.epoch, t.status FROM durable_runs r JOIN tasks t ON t.task_id = r.task_id"
         " WHERE r.task_id = ?",
@@ -121,6 +128,72 @@ def _record(
         raise StaleEpoch(task_id, epoch, f"epoch {row[0]} holds it now")
     if row[1] not in _CARRIERS:
         raise StaleEpoch(task_id, epoch, f"the task is {row[1]} (no attempt holds it)")
+
+
+_EFFECT = "SELECT state, result FROM durable_effects WHERE task_id = ? AND op_key = ?"
+
+
+def _begin_effect(
+    conn: sqlite3.Connection, task_id: str, epoch: int, op_key: str, *, now: int
+) -> EffectState:
+    _fence(conn, task_id, epoch)
+    found = conn.execute(_EFFECT, (task_id, op_key)).fetchone()
+    if found is not None and found[0] == "done":
+        return EffectState(done=True, resumed=False, result=json.loads(found[1]))
+    if found is None:
+        conn.execute(
+            "INSERT INTO durable_effects (task_id, op_key, state, epoch, started_at)"
+            " VALUES (?, ?, 'started', ?, ?)",
+            (task_id, op_key, epoch, now),
+        )
+        return EffectState(done=False, resumed=False)
+    conn.execute(
+        "UPDATE durable_effects SET epoch = ?, started_at = ? WHERE task_id = ? AND op_key = ?",
+        (epoch, now, task_id, op_key),
+    )
+    return EffectState(done=False, resumed=True)
+
+
+def _finish_effect(
+    conn: sqlite3.Connection,
+    task_id: str,
+    epoch: int,
+    op_key: str,
+    result: Any,
+    commit: Commit | None,
+    *,
+    now: int,
+) -> Any:
+    _fence(conn, task_id, epoch)
+    found = conn.execute(_EFFECT, (task_id, op_key)).fetchone()
+    if found is not None and found[0] == "done":
+        return json.loads(found[1])
+    conn.execute("SAVEPOINT chongming_effect")
+    try:
+        if commit is not None:
+            try:
+                commit(conn, result)
+            except Exception as error:
+                raise CommitFailed(op_key, error) from error
+        conn.execute(
+            "INSERT INTO durable_effects (task_id, op_key, state, result, epoch, started_at,"
+            " done_at) VALUES (?, ?, 'done', ?, ?, ?, ?) ON CONFLICT (task_id, op_key) DO UPDATE"
+            " SET state = 'done', result = excluded.result, epoch = excluded.epoch,"
+            " done_at = excluded.done_at",
+            (task_id, op_key, dump(result), epoch, now, now),
+        )
+    except BaseException:
+        conn.execute("ROLLBACK TO chongming_effect")
+        conn.execute("RELEASE chongming_effect")
+        raise
+    conn.execute("RELEASE chongming_effect")
+    return result
+
+
+def _record(
+    conn: sqlite3.Connection, task_id: str, epoch: int, step: StepRecord, *, now: int
+) -> StepRecord:
+    _fence(conn, task_id, epoch)
     found = conn.execute(
         f"SELECT {_STEP_COLUMNS} FROM durable_steps"
         " WHERE task_id = ? AND name = ? AND occurrence = ?",
@@ -192,3 +265,15 @@ class DurableOnSqlite(_WriterPort):
     async def facts(self, task_id: str) -> list[Fact]:
         rows = await self._read(f"{_SELECT_FACTS} ORDER BY name", (task_id,))
         return [_fact_from_row(task_id, row) for row in rows]
+
+    async def begin_effect(self, task_id: str, epoch: int, op_key: str) -> EffectState:
+        check_effect(task_id, epoch, op_key)
+        state: EffectState = await self._node_op("effect_begin", task_id, epoch, op_key)
+        return state
+
+    async def finish_effect(
+        self, task_id: str, epoch: int, op_key: str, result: Any, commit: Commit | None
+    ) -> Any:
+        check_effect(task_id, epoch, op_key)
+        value = json_form(result, f"the result of operation {op_key!r}", self._limit)
+        return await self._node_op("effect_finish", task_id, epoch, op_key, value, commit)

@@ -12,7 +12,7 @@ from chongming.errors import FactConflict, PayloadError, TaskNotFound
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
-from chongming.stores.durable import DurableRun, Fact, StaleEpoch, StepRecord
+from chongming.stores.durable import CommitFailed, DurableRun, Fact, StaleEpoch, StepRecord
 from chongming.testing.store_contract._support import (
     HOSTILE_STRINGS,
     ContractBase,
@@ -184,3 +184,61 @@ class DurableContract(ContractBase):
             found = await store.get_fact("d-1", "winner")
             assert found is not None
             assert answers[found.payload] is True
+
+    # -- the operation ledger --------------------------------------------------------
+
+    async def test_an_operation_runs_its_commit_once_and_answers_its_result_after(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            epoch = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            commits: list[object] = []
+
+            def commit(connection: object, result: object) -> None:
+                commits.append(result)
+
+            first = await store.begin_effect("d-1", epoch, "charge:7")
+            assert (first.done, first.resumed) == (False, False)
+            done = await store.finish_effect("d-1", epoch, "charge:7", (1, "ok"), commit)
+            assert done == [1, "ok"]
+            assert commits == [[1, "ok"]]
+            again = await store.begin_effect("d-1", epoch, "charge:7")
+            assert (again.done, again.result) == (True, [1, "ok"])
+            # Finishing it again answers the stored result and commits nothing.
+            assert await store.finish_effect("d-1", epoch, "charge:7", "other", commit) == [1, "ok"]
+            assert commits == [[1, "ok"]]
+
+    async def test_an_operation_begun_and_left_is_resumed_by_the_next_attempt(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            old = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            assert not (await store.begin_effect("d-1", old, "upload")).resumed
+            new = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            state = await store.begin_effect("d-1", new, "upload")
+            assert (state.done, state.resumed) == (False, True)
+
+    async def test_a_stale_epoch_commits_nothing_and_a_failed_commit_writes_nothing(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            old = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            await store.begin_effect("d-1", old, "charge")
+            new = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            commits: list[object] = []
+            await _raises(
+                StaleEpoch,
+                store.finish_effect("d-1", old, "charge", 1, lambda c, r: commits.append(r)),
+            )
+            await _raises(StaleEpoch, store.begin_effect("d-1", old, "refund"))
+            assert commits == []
+
+            def broken(connection: object, result: object) -> None:
+                raise ValueError("the business table said no")
+
+            failed = await _raises(
+                CommitFailed, store.finish_effect("d-1", new, "charge", 1, broken)
+            )
+            assert isinstance(failed.__cause__, ValueError)
+            state = await store.begin_effect("d-1", new, "charge")
+            assert not state.done  # nothing of the failed finish was written
+            for bad in ("", "a\x00b", "k" * 10_000):
+                await _raises(PayloadError, store.begin_effect("d-1", new, bad))
+            await _raises(PayloadError, store.finish_effect("d-1", new, "charge", object(), None))
