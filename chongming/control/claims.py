@@ -15,11 +15,12 @@ import asyncio
 import logging
 from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable, Collection
+from datetime import datetime
 
 from chongming.errors import StoreClosed, StoreError
 from chongming.state.records import TaskSnapshot
 from chongming.stores.base import TaskStore
-from chongming.stores.queue import Serves
+from chongming.stores.queue import ClaimedTask, Serves
 
 __all__ = ["ClaimLoop"]
 
@@ -43,9 +44,14 @@ class ClaimLoop:
         poll_interval: float,
         batch: int = 32,
         exclude_tags: Callable[[], Collection[str]] | None = None,
+        start_at: Callable[[], datetime | None] | None = None,
+        adopt_started: Callable[[list[ClaimedTask]], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._exclude_tags = exclude_tags
+        # A time from start_at: this claim also starts what it takes (adopt_started gets it).
+        self._start_at = start_at if adopt_started is not None else None
+        self._adopt_started = adopt_started
         self._owner = owner
         self._serves = serves
         self._buckets = buckets
@@ -55,7 +61,7 @@ class ClaimLoop:
         self._batch = batch
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._inflight: asyncio.Future[list[TaskSnapshot]] | None = None
+        self._inflight: asyncio.Future[int] | None = None
         self._hint: asyncio.Task[None] | None = None
         self.claimed = 0
 
@@ -114,7 +120,7 @@ class ClaimLoop:
                     backoff = min(backoff * 2, _BACKOFF_MAX)
                     continue
                 backoff = self._poll
-                took_all = len(claimed) == room
+                took_all = claimed == room
             if took_all:
                 await asyncio.sleep(0)  # there may be more: look again at once
                 continue
@@ -140,21 +146,35 @@ class ClaimLoop:
             woken.cancel()
         return None
 
-    async def _claim(self, room: int) -> list[TaskSnapshot]:
-        """One claim and the adoption of everything it took (never cut in half)."""
+    async def _claim(self, room: int) -> int:
+        """One claim and the adoption of everything it took (never cut in half); how many."""
         serves = self._serves()
         if not serves:
-            return []
+            return 0
         excluded = () if self._exclude_tags is None else self._exclude_tags()
-        claimed = await self._store.claim(
-            self._owner, serves=serves, buckets=self._buckets, limit=room, exclude_tags=excluded
-        )
-        if claimed:
+        at = None if self._start_at is None else self._start_at()
+        store, owner, buckets = self._store, self._owner, self._buckets
+        adopted: Awaitable[None] | None = None
+        if at is not None and self._adopt_started is not None:
+            started = await store.claim_started(
+                owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded, at=at
+            )
+            count = len(started)
+            if started:
+                adopted = self._adopt_started(started)
+        else:
+            claimed = await store.claim(
+                owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded
+            )
+            count = len(claimed)
+            if claimed:
+                adopted = self._adopt(claimed)
+        if adopted is not None:
             try:
-                await self._adopt(claimed)
+                await adopted
             except StoreError:
                 raise
             except Exception:
-                _log.exception("adopting %d claimed tasks failed", len(claimed))
-        self.claimed += len(claimed)
-        return claimed
+                _log.exception("adopting %d claimed tasks failed", count)
+        self.claimed += count
+        return count

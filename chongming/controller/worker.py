@@ -7,6 +7,13 @@ reconcile behave exactly as for a task submitted here. The claim loop takes
 no more than this node has free slots; a task the node cannot run after all
 (its arguments no longer fit the registered function) ends ``failed`` with
 kind ``launch_error`` instead of coming back forever.
+
+When admission would launch whatever is claimed at once (no per-bucket,
+resource or cluster limit, nothing waiting for a slot), the claim also writes
+``starting`` (:meth:`TaskStore.claim_started`): one statement claims, starts
+and reads the histories, and the launch waits for no write of its own. Under
+limits a claimed task may have to wait for a slot, so it is claimed
+``queued`` and started by admission as before.
 """
 
 from __future__ import annotations
@@ -14,20 +21,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Collection
+import time
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chongming.clock import Clock
+from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
 from chongming.errors import ChongmingError
 from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
-from chongming.state.records import Failure, FailureKind, TaskSnapshot
+from chongming.state.records import Failure, FailureKind, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
-from chongming.stores.queue import Serves
+from chongming.stores.base import TaskStore
+from chongming.stores.queue import ClaimedTask, Serves
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec
 
@@ -58,8 +67,14 @@ class Worker:
         poll_interval: float,
         withheld: Callable[[], frozenset[str]] | None = None,
         exclude_tags: Callable[[], Collection[str]] | None = None,
+        unlimited: bool = False,
+        clock: Clock | None = None,
     ) -> None:
         self._plane = plane
+        # Claim ``starting`` only when admission launches at once (see the module docstring).
+        store = plane.store
+        self._starts = unlimited and type(store).claim_started is not TaskStore.claim_started
+        self._time = time.time if clock is None or clock is SYSTEM_CLOCK else clock.time
         self._withheld = withheld
         self._host = host
         self._registry = registry
@@ -75,6 +90,8 @@ class Worker:
             adopt=self.adopt,
             poll_interval=poll_interval,
             exclude_tags=exclude_tags,
+            start_at=self.start_at,
+            adopt_started=self.adopt_started,
         )
 
     @property
@@ -97,13 +114,19 @@ class Worker:
         await self._claims.aclose()
         store = self._plane.store
         for run in self._host.runs():
-            if run.adopted is None or run.status is not TaskStatus.QUEUED:
+            if run.adopted is None or run.holds_slot:
                 continue
-            version = run.status_version
+            status = run.status
+            if status is not TaskStatus.QUEUED and status is not TaskStatus.STARTING:
+                continue
+            snapshot = run.snapshot
             self._host.forget(run)  # out of admission, its start timer cancelled
             self._plane.writer.forget(run)
+            if status is TaskStatus.STARTING:  # its claim started it; it waited for a slot
+                await self._give_back(snapshot)
+                continue
             try:
-                await store.release_claim(run.task_id, self._owner, version)
+                await store.release_claim(run.task_id, self._owner, snapshot.status_version)
             except ChongmingError as error:
                 # Still ours in the store: reconcile sees a dead owner's queued task.
                 _log.warning("could not give %r back to the queue: %s", run.task_id, error)
@@ -144,6 +167,12 @@ class Worker:
         active = sum(counts[status] for status in ACTIVE_STATUSES)
         return self._max_parallel - active
 
+    def start_at(self) -> datetime | None:
+        """When the next claim may start what it takes: now, if admission launches it at once."""
+        if not self._starts or self._host.admission().waiting:
+            return None
+        return to_datetime(self._time())
+
     async def adopt(self, claimed: list[TaskSnapshot]) -> None:
         """Run claimed tasks here, each continuing its stored trajectory."""
         store = self._plane.store
@@ -158,39 +187,82 @@ class Worker:
                     pass  # still ours in the store: reconcile requeues it if we die
             raise
         for stored in claimed:
-            try:
-                spec = self._registry.get(stored.name, stored.version)
-                run = self._make_run(spec, stored)
-                run.adopt(stored, histories[stored.task_id])
-            except (ChongmingError, ValueError) as error:
-                await self._refuse(stored, f"cannot run it here: {error}")
-                continue
-            try:
-                self._host.register(run)
-            except ChongmingError as error:  # the id is held here already: not ours to run twice
-                run.discard()
-                _log.warning(
-                    "claimed %r but cannot hold it (%s); giving it back", run.task_id, error
+            if stored.task_id in self._host:
+                continue  # adopted already (a claim re-answered after a connection error)
+            await self._take(stored, histories[stored.task_id])
+
+    async def adopt_started(self, claimed: list[ClaimedTask]) -> None:
+        """Run tasks their claim started here: admission launches each as it is."""
+        for task in claimed:
+            await self._take(task.snapshot, task.history)
+
+    async def _take(self, stored: TaskSnapshot, history: Sequence[Transition]) -> None:
+        """One claimed task (``queued``, or ``starting`` by its claim) as a run of this host."""
+        try:
+            spec = self._registry.get(stored.name, stored.version)
+            run = self._make_run(spec, stored)
+            run.adopt(stored, history)
+        except (ChongmingError, ValueError) as error:
+            await self._refuse(stored, f"cannot run it here: {error}")
+            return
+        try:
+            self._host.register(run)
+        except ChongmingError as error:  # the id is held here already: not ours to run twice
+            run.discard()
+            _log.warning("claimed %r but cannot hold it (%s); giving it back", run.task_id, error)
+            if stored.status is TaskStatus.STARTING:
+                await self._give_back(stored)
+            else:
+                await self._plane.store.release_claim(
+                    stored.task_id, self._owner, stored.status_version
                 )
-                await store.release_claim(stored.task_id, self._owner, stored.status_version)
-                continue
-            self._plane.writer.adopt(run, stored.status_version)
-            run.enter_admission()
+            return
+        self._plane.writer.adopt(run, stored.status_version)
+        run.enter_admission()
+
+    async def _give_back(self, stored: TaskSnapshot) -> None:
+        """A task its claim started but this node will not launch: back to the queue.
+
+        ``starting -> retry_wait -> queued`` (the only way back the table
+        has), then the claim is released, so any worker takes it again.
+        """
+        now = to_datetime(self._time())
+        reason = "claimed by a worker that did not launch it"
+        waiting, first = apply_transition(
+            stored, TaskStatus.RETRY_WAIT, trigger=Trigger.RETRY_SCHEDULED, at=now, reason=reason
+        )
+        queued, second = apply_transition(
+            waiting, TaskStatus.QUEUED, trigger=Trigger.RETRY_DUE, at=now
+        )
+        store = self._plane.store
+        try:
+            await store.save(
+                queued, expect_version=stored.status_version, transitions=[first, second]
+            )
+            await store.release_claim(stored.task_id, self._owner, queued.status_version)
+        except ChongmingError as error:
+            # Still ours in the store: reconcile sees a dead owner's starting task (lost).
+            _log.warning("could not give %r back to the queue: %s", stored.task_id, error)
 
     async def _refuse(self, stored: TaskSnapshot, message: str) -> None:
         """End a claimed task that cannot start: ``starting``, then ``failed`` (launch_error)."""
         failure = Failure(kind=FailureKind.LAUNCH_ERROR, message=message, retryable=False)
         now = datetime.now(UTC)
-        starting, first = apply_transition(
-            stored, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=now
-        )
+        steps = []
+        starting = stored
+        if stored.status is TaskStatus.QUEUED:  # a claim that started it wrote this one
+            starting, first = apply_transition(
+                stored, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=now
+            )
+            steps.append(first)
         failed, second = apply_transition(
             starting, TaskStatus.FAILED, trigger=Trigger.FAILED, at=now, reason=message[:500]
         )
+        steps.append(second)
         failed_with = dataclasses.replace(failed, failure=failure)
         try:
             await self._plane.store.save(
-                failed_with, expect_version=stored.status_version, transitions=[first, second]
+                failed_with, expect_version=stored.status_version, transitions=steps
             )
         except ChongmingError as error:
             _log.warning("could not record claimed task %r as failed: %s", stored.task_id, error)
@@ -238,6 +310,7 @@ def worker_of(
     withheld: Callable[[], frozenset[str]] | None,
 ) -> Worker:
     """The worker half of ``controller`` (``work=True``), wired to its plane and host."""
+    limits = controller.limits
     return Worker(
         plane,
         host,
@@ -256,4 +329,11 @@ def worker_of(
         ),
         poll_interval=controller.poll_interval,
         withheld=withheld,
+        exclude_tags=withheld,  # and tasks enqueued with such a tag of their own
+        unlimited=(
+            limits.max_parallel_per_bucket is None
+            and not limits.resource_limits
+            and not controller.cluster_limits
+        ),
+        clock=controller.clock,
     )

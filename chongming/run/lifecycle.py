@@ -331,7 +331,8 @@ class RunLifecycle:
 
         The run continues the stored trajectory: its next transition is the
         stored version plus one, and its snapshot keeps the stored recipe
-        fields (version, earliest start, idempotency key).
+        fields (version, earliest start, idempotency key). A task its claim
+        started is adopted at ``starting``: admission launches it as it is.
         """
         self._record.restore(stored, history)
         self.adopted = stored
@@ -339,8 +340,12 @@ class RunLifecycle:
 
     def enter_admission(self) -> None:
         """Hand a queued run to admission (a no-op if it left ``queued`` meanwhile)."""
-        if self._record.status is QUEUED:
+        if self._record.status is QUEUED or self._claimed_start():
             self._hand_to_admission()
+
+    def _claimed_start(self) -> bool:
+        """Adopted at ``starting`` (its claim started it) and not launched yet."""
+        return self._record.status is STARTING and self._current is None and not self._holds_slot
 
     def discard(self) -> None:
         """The host refused this run after all (its creation failed): stop its timers."""
@@ -382,10 +387,13 @@ class RunLifecycle:
         The start timeout stays armed until the function really begins: a
         task waiting for a worker thread has not started.
         """
-        if self._record.status is not QUEUED:
+        if self._record.status is QUEUED:
+            self._holds_slot = True
+            self._move(STARTING, Trigger.DISPATCH)
+        elif self._claimed_start():
+            self._holds_slot = True  # the claim wrote ``starting``: launch it as it is
+        else:
             return False
-        self._holds_slot = True
-        self._move(STARTING, Trigger.DISPATCH)
         gate = self.host.launch_gate(self)
         attempt = Attempt(self._plan, self._inputs, self._record.attempt, self, gate)
         self._current = attempt
@@ -556,7 +564,7 @@ class RunLifecycle:
                 _log.exception("host failed to release the slot of %r", self.task_id)
 
     def _leave_waiting(self, status: TaskStatus) -> None:
-        if status is QUEUED:
+        if status is QUEUED or self._claimed_start():
             if self._start_timer is not None:
                 self._start_timer.cancel()
                 self._start_timer = None
@@ -567,7 +575,8 @@ class RunLifecycle:
 
     def _arm_start_timer(self) -> None:
         timeout = self.timeout
-        if timeout is None or timeout.start is None or self._record.attempt > 0:
+        first = 1 if self._record.status is STARTING else 0  # adopted at its claimed start
+        if timeout is None or timeout.start is None or self._record.attempt > first:
             return
         loop = asyncio.get_running_loop()
         self._start_timer = loop.call_later(timeout.start, self._start_timed_out)
@@ -576,7 +585,7 @@ class RunLifecycle:
         """Submission to a real start took longer than ``Timeout.start``: final."""
         self._start_timer = None
         status = self._record.status
-        if status is QUEUED:
+        if status is QUEUED or self._claimed_start():
             self.host.withdraw(self)
         elif status is STARTING:
             current = self._current
@@ -604,6 +613,11 @@ class RunLifecycle:
         if status in _NOT_STARTED:
             self._leave_waiting(status)
             self._move(STOPPED, trigger, actor=actor, reason=reason)
+            return True
+        if self._claimed_start():  # still waiting for a slot: nothing runs to wait for
+            self._leave_waiting(status)
+            self._move(STOPPING, trigger, actor=actor, reason=reason)
+            self._move(STOPPED, Trigger.STOP_CONFIRMED, reason=reason)
             return True
         self._stop_reason = reason
         self._move(STOPPING, trigger, actor=actor, reason=reason)

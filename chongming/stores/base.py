@@ -53,7 +53,7 @@ from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 if TYPE_CHECKING:  # queue.py uses stores.checks, which imports this module
     from chongming.stores.durable import Commit, DurableRun, EffectState, Fact, StepRecord
     from chongming.stores.limits import ClusterLimit
-    from chongming.stores.queue import Enqueued, Serves
+    from chongming.stores.queue import ClaimedTask, Enqueued, Serves
 
 __all__ = [
     "Command",
@@ -252,6 +252,30 @@ class TaskStore(abc.ABC):
         state machine); the snapshots returned carry the new owner.
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (claim)")
+
+    async def claim_started(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        """:meth:`claim`, and every task taken moves ``queued -> starting`` in the same step.
+
+        For a claimer that launches at once whatever it takes (it has the free
+        slots): the start is durable when this returns, with no write of its
+        own, and the claimer learns each task's whole history in the same
+        call. The transition is what a dispatch writes (trigger
+        ``scheduler:dispatch``, actor ``system``, at ``at``, the next attempt;
+        ``updated_at`` is ``at``). Same filters and order as :meth:`claim`;
+        atomic like it. A claimer that dies before launching leaves
+        ``starting`` tasks, which reconcile calls lost (never run twice),
+        where a plain claim would have been requeued.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (claim_started)")
 
     async def wait_queue_hint(self) -> None:
         """Return when a task may have been enqueued. Only a hint: claim afterwards.

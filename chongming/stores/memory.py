@@ -33,10 +33,12 @@ from chongming.errors import (
     UnknownClusterLimit,
     VersionConflict,
 )
+from chongming.state.machine import apply_transition
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit, json_form
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
+from chongming.state.triggers import Trigger
 from chongming.stores.base import Command, TaskStore, count_key
 from chongming.stores.checks import (
     check_command,
@@ -75,7 +77,14 @@ from chongming.stores.nodes import (
     NodeRecord,
     TaskCount,
 )
-from chongming.stores.queue import Enqueued, Serves, check_claim, check_enqueued, input_digest
+from chongming.stores.queue import (
+    ClaimedTask,
+    Enqueued,
+    Serves,
+    check_claim,
+    check_enqueued,
+    input_digest,
+)
 from chongming.stores.stored import as_stored, utc_transition
 
 __all__ = ["InMemoryTaskStore"]
@@ -220,6 +229,32 @@ class InMemoryTaskStore(TaskStore):
             self._tasks[task.task_id] = mine
             claimed.append(mine)
         return claimed
+
+    async def claim_started(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        at = check_time(at, "at").astimezone(UTC)
+        claimed = await self.claim(
+            owner, serves=serves, buckets=buckets, limit=limit, exclude_tags=exclude_tags
+        )
+        started = []
+        for task in claimed:  # nothing awaited since the claim took them: one atomic step
+            moved, transition = apply_transition(
+                task, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=at
+            )
+            self._tasks[task.task_id] = moved
+            self._append([transition])
+            versions = self._history[task.task_id]
+            history = tuple(versions[v] for v in sorted(versions))
+            started.append(ClaimedTask(snapshot=moved, history=history))
+        return started
 
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         self._check_open()

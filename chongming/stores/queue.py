@@ -15,11 +15,12 @@ from collections.abc import Collection, Mapping
 
 from chongming.errors import PayloadError
 from chongming.state.payload import valid_version
-from chongming.state.records import TaskSnapshot
+from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.checks import check_text
 
 __all__ = [
     "MAX_IDEMPOTENCY_KEY",
+    "ClaimedTask",
     "Enqueued",
     "Serves",
     "check_claim",
@@ -34,6 +35,19 @@ MAX_IDEMPOTENCY_KEY = 1000
 
 #: Name -> the versions a worker has registered (``None`` is the unversioned task).
 Serves = Mapping[str, Collection[int | None]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimedTask:
+    """A task that ``TaskStore.claim_started`` took and started, as the claimer adopts it.
+
+    ``snapshot`` is the stored row at ``starting`` (owner: the claimer);
+    ``history`` is every stored transition, oldest first, ending with the
+    ``queued -> starting`` one the claim wrote.
+    """
+
+    snapshot: TaskSnapshot
+    history: tuple[Transition, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

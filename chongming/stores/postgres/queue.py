@@ -7,17 +7,15 @@ this one gets the key and exactly one task exists. The stored digest of the
 input (name, version, arguments) decides between "the same task" and
 :class:`IdempotencyConflict` on that path too.
 
-A claim is one statement: the best claimable rows, locked with ``FOR UPDATE
-SKIP LOCKED`` (two workers never wait on or take the same row), get the
-claimer as owner. After a connection error its outcome is unknown; the
-claimer is then answered with every queued task it holds (it skips the ones
-it already runs).
+Claims are in :mod:`chongming.stores.postgres.claims`. :class:`QueueMethods`
+gives the store the port's queue methods.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chongming.errors import (
     ConfigurationError,
@@ -28,27 +26,21 @@ from chongming.errors import (
     StoreUnavailable,
 )
 from chongming.state.records import TaskSnapshot, Transition
+from chongming.stores.identity import IdentityCache
 from chongming.stores.postgres import rows
-from chongming.stores.postgres.driver import is_connection_error
+from chongming.stores.postgres.claims import Claims
+from chongming.stores.postgres.driver import is_connection_error, translating
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
-from chongming.stores.queue import (
-    Enqueued,
-    Serves,
-    check_claim,
-    check_enqueued,
-    check_exclude_tags,
-    input_digest,
-)
+from chongming.stores.queue import ClaimedTask, Enqueued, Serves, check_enqueued, input_digest
 
-__all__ = ["WorkQueue"]
+__all__ = ["QueueMethods", "WorkQueue"]
 
 T = TypeVar("T")
 Work = Callable[[Any], Awaitable[T]]
 Runner = Callable[[str, Work[Any]], Awaitable[Any]]
 
 _SELECT = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
-_RETURNING = ", ".join(f"t.{name}" for name, _ in SNAPSHOT_COLUMNS)
 
 
 def _insert_task(schema: str) -> str:
@@ -64,23 +56,6 @@ def _insert_task(schema: str) -> str:
         f"WITH inserted AS (INSERT INTO {schema}.tasks ({_SELECT}) VALUES ({', '.join(values)})"
         " ON CONFLICT (task_id) DO NOTHING RETURNING task_id)"
         f" SELECT task_id, pg_notify(${notify}, '') FROM inserted"
-    )
-
-
-def _claim(schema: str, *, exclude: bool) -> str:
-    """The claim statement; ``exclude``: skip tasks with any tag of ``$7`` (its own plan)."""
-    excluding = " AND NOT (tags && $7::text[])" if exclude else ""
-    return (
-        f"WITH chosen AS (SELECT task_id FROM {schema}.tasks"
-        " WHERE status = 'queued' AND owner IS NULL"
-        " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
-        " AND ((version IS NULL AND name = ANY($3::text[]))"
-        "   OR (name, version) IN (SELECT * FROM unnest($4::text[], $5::int[])))"
-        f" AND (not_before IS NULL OR not_before <= now()){excluding}"
-        ' ORDER BY priority DESC, queued_at, task_id COLLATE "C"'
-        " LIMIT $6 FOR UPDATE SKIP LOCKED)"
-        f" UPDATE {schema}.tasks AS t SET owner = $1 FROM chosen"
-        f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
     )
 
 
@@ -119,9 +94,7 @@ class WorkQueue:
             f"SELECT task_id, digest FROM {schema}.idempotency_keys WHERE idempotency_key = $1"
         )
         self._get_task = f"SELECT {_SELECT} FROM {schema}.tasks WHERE task_id = $1"
-        self._claim = _claim(schema, exclude=False)
-        self._claim_excluding = _claim(schema, exclude=True)
-        self._held = f"SELECT {_SELECT} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
+        self.claims = Claims(schema, read=read, once=once, fail=fail)
         self._release = (
             f"UPDATE {schema}.tasks SET owner = NULL WHERE task_id = $1 AND owner = $2"
             " AND status = 'queued' AND status_version = $3 RETURNING task_id"
@@ -219,42 +192,6 @@ class WorkQueue:
             raise IdempotencyConflict(key, row["task_id"])
         return Enqueued(snapshot=rows.snapshot_from_row(stored), created=False)
 
-    async def claim(
-        self,
-        owner: str,
-        serves: Serves,
-        buckets: Collection[int] | None,
-        limit: int,
-        exclude_tags: Collection[str] = (),
-    ) -> list[TaskSnapshot]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
-        names = sorted(serves)
-        pairs = [(n, v) for n, versions in serves.items() for v in versions if v is not None]
-        args: tuple[Any, ...] = (
-            owner,
-            None if buckets is None else sorted(buckets),
-            names,
-            [n for n, _ in pairs],
-            [v for _, v in pairs],
-            limit,
-        )
-        sql = self._claim
-        if exclude_tags:
-            sql = self._claim_excluding
-            args += (check_exclude_tags(exclude_tags),)
-        what = f"claiming tasks for {owner!r}"
-        try:
-            found = await self._once(what, lambda c: c.fetch(sql, *args))
-        except StoreError:
-            raise
-        except Exception as error:
-            if not is_connection_error(error):
-                self._fail(error, what)
-            found = await self._read(what, lambda c: c.fetch(self._held, owner))
-        claimed = [rows.snapshot_from_row(row) for row in found]
-        claimed.sort(key=lambda t: (-t.priority, t.queued_at or t.created_at, t.task_id))
-        return claimed
-
     async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
         found: dict[str, list[Transition]] = {task_id: [] for task_id in task_ids}
         if not found:
@@ -289,3 +226,76 @@ class WorkQueue:
 
     async def close(self) -> None:
         await self._listener.close()
+
+
+class QueueMethods:
+    """The store port's work-queue methods, for :class:`PostgresTaskStore` (its ``_queue``).
+
+    A claim remembers the identity of what it read, so the claimer's next save
+    of each task writes only the mutable columns (see stores/identity.py).
+    """
+
+    _queue: WorkQueue
+    _identities: IdentityCache
+
+    if TYPE_CHECKING:
+
+        def _check_open(self) -> None: ...
+
+        async def open(self) -> None: ...
+
+        def _scrub(self, text: str) -> str: ...
+
+    async def enqueue(
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
+    ) -> Enqueued:
+        if connection is not None:
+            await self.open()  # the schema must exist before the caller's transaction uses it
+        return await self._queue.enqueue(snapshot, transitions, connection=connection)
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+    ) -> list[TaskSnapshot]:
+        claimed = await self._queue.claims.claim(owner, serves, buckets, limit, exclude_tags)
+        for snapshot in claimed:
+            self._identities.remember(snapshot)
+        return claimed
+
+    async def claim_started(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        claimed = await self._queue.claims.claim_started(
+            owner, serves, buckets, limit, exclude_tags, at
+        )
+        for task in claimed:
+            self._identities.remember(task.snapshot)
+        return claimed
+
+    async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
+        return await self._queue.histories(task_ids)
+
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        return await self._queue.release_claim(task_id, owner, expect_version)
+
+    async def wait_queue_hint(self) -> None:
+        self._check_open()
+        await self.open()
+        with translating("waiting for an enqueue notification", self._scrub):
+            await self._queue.wait_hint()

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -60,11 +60,10 @@ from chongming.stores.postgres.dsn import ConnectTarget, parse_dsn, redact_text
 from chongming.stores.postgres.durable import DurableMethods
 from chongming.stores.postgres.limits import ClusterLimitMethods
 from chongming.stores.postgres.listener import CommandListener
-from chongming.stores.postgres.queue import WorkQueue
+from chongming.stores.postgres.queue import QueueMethods, WorkQueue
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS, Statements
 from chongming.stores.postgres.writer import GroupWriter, WriteArgs, WriteResult
-from chongming.stores.queue import Enqueued, Serves
 from chongming.stores.writes import StateWrite, WriteOutcome
 from chongming.stores.writes import WriteResult as StateResult
 
@@ -87,7 +86,7 @@ class PostgresStoreStatistics:
     resolved_writes: int
 
 
-class PostgresTaskStore(ClusterLimitMethods, DurableMethods, TaskStore):
+class PostgresTaskStore(ClusterLimitMethods, DurableMethods, QueueMethods, TaskStore):
     """Task store on PostgreSQL (asyncpg). See the module docstring for failure handling."""
 
     def __init__(
@@ -463,18 +462,6 @@ class PostgresTaskStore(ClusterLimitMethods, DurableMethods, TaskStore):
         )
         return [rows.transition_from_row(row) for row in found]
 
-    async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
-        return await self._queue.histories(task_ids)
-
-    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
-        return await self._queue.release_claim(task_id, owner, expect_version)
-
-    async def wait_queue_hint(self) -> None:
-        self._check_open()
-        await self.open()
-        with translating("waiting for an enqueue notification", self._scrub):
-            await self._queue.wait_hint()
-
     # -- hot path ------------------------------------------------------------
 
     async def touch(
@@ -550,30 +537,6 @@ class PostgresTaskStore(ClusterLimitMethods, DurableMethods, TaskStore):
 
     async def nodes(self) -> list[NodeRecord]:
         return await self._commands.nodes()
-
-    # -- the work queue (postgres/queue.py) -------------------------------------------
-
-    async def enqueue(
-        self,
-        snapshot: TaskSnapshot,
-        transitions: Sequence[Transition] = (),
-        *,
-        connection: object | None = None,
-    ) -> Enqueued:
-        if connection is not None:
-            await self.open()  # the schema must exist before the caller's transaction uses it
-        return await self._queue.enqueue(snapshot, transitions, connection=connection)
-
-    async def claim(
-        self,
-        owner: str,
-        *,
-        serves: Serves,
-        buckets: Collection[int] | None = None,
-        limit: int = 1,
-        exclude_tags: Collection[str] = (),
-    ) -> list[TaskSnapshot]:
-        return await self._queue.claim(owner, serves, buckets, limit, exclude_tags)
 
     # -- counts ----------------------------------------------------------------
 

@@ -15,9 +15,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from chongming.errors import DuplicateTaskId, IdempotencyConflict
+from chongming.state.records import Transition
+from chongming.state.triggers import Trigger
 from chongming.stores.codec import dump
+from chongming.stores.queue import ClaimedTask
 from chongming.stores.sqlite.batch import INSERT_TASK, INSERT_TRANSITION
-from chongming.stores.sqlite.rows import TASK_NAMES, snapshot_from_row
+from chongming.stores.sqlite.rows import (
+    TASK_NAMES,
+    TRANSITION_COLUMNS,
+    snapshot_from_row,
+    transition_from_row,
+)
 
 __all__ = ["claim_tasks", "enqueue", "release_claim"]
 
@@ -93,10 +101,15 @@ def claim_tasks(
     buckets: list[int] | None,
     limit: int,
     exclude_tags: list[str],
+    start_at: int | None = None,
     *,
     now: int,
 ) -> list[Any]:
-    """Take up to ``limit`` claimable tasks for ``owner``, best first; their snapshots."""
+    """Take up to ``limit`` claimable tasks for ``owner``, best first; their snapshots.
+
+    ``start_at`` (microseconds): also move each ``queued -> starting`` as of
+    then, in this transaction, and answer :class:`ClaimedTask` records.
+    """
     if not serves:
         return []
     bucket_json = None if buckets is None else dump(sorted(buckets))
@@ -109,12 +122,38 @@ def claim_tasks(
     taken = [row[0] for row in conn.execute(sql, params).fetchall()]
     if not taken:
         return []
-    conn.executemany(_TAKE, [(owner, task_id) for task_id in taken])
-    found = conn.execute(
-        f"{_SELECT} WHERE task_id IN (SELECT value FROM json_each(?))", (dump(taken),)
-    ).fetchall()
-    by_id = {snapshot.task_id: snapshot for snapshot in map(snapshot_from_row, found)}
-    return [by_id[task_id] for task_id in taken]
+    if start_at is None:
+        conn.executemany(_TAKE, [(owner, task_id) for task_id in taken])
+    else:
+        conn.executemany(_TAKE_STARTED, [(owner, start_at, task_id) for task_id in taken])
+        conn.executemany(_RECORD_START, [(task_id, start_at) for task_id in taken])
+    ids = (dump(taken),)
+    found = conn.execute(f"{_SELECT} WHERE task_id IN (SELECT value FROM json_each(?))", ids)
+    by_id = {snapshot.task_id: snapshot for snapshot in map(snapshot_from_row, found.fetchall())}
+    if start_at is None:
+        return [by_id[task_id] for task_id in taken]
+    histories: dict[str, list[Transition]] = {task_id: [] for task_id in taken}
+    for row in conn.execute(_HISTORIES, ids).fetchall():
+        histories[row[0]].append(transition_from_row(row))
+    return [
+        ClaimedTask(snapshot=by_id[task_id], history=tuple(histories[task_id])) for task_id in taken
+    ]
+
+
+_TAKE_STARTED = (
+    "UPDATE tasks SET owner = ?1, status = 'starting', status_version = status_version + 1,"
+    " attempt = attempt + 1, updated_at = ?2"
+    " WHERE task_id = ?3 AND status = 'queued' AND owner IS NULL"
+)
+_RECORD_START = (
+    f"INSERT INTO transitions ({', '.join(TRANSITION_COLUMNS)})"
+    " SELECT task_id, status_version, 'queued', 'starting', ?2,"
+    f" '{Trigger.DISPATCH}', 'system', NULL, attempt FROM tasks WHERE task_id = ?1"
+)
+_HISTORIES = (
+    f"SELECT {', '.join(TRANSITION_COLUMNS)} FROM transitions"
+    " WHERE task_id IN (SELECT value FROM json_each(?)) ORDER BY task_id, version"
+)
 
 
 _RELEASE = (

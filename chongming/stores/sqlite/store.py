@@ -72,6 +72,7 @@ from chongming.stores.codec import STATUS_OF, encode_progress
 from chongming.stores.identity import IdentityCache
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.queue import (
+    ClaimedTask,
     Enqueued,
     Serves,
     check_claim,
@@ -625,6 +626,25 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         excluded = check_exclude_tags(exclude_tags)
         claimed: list[TaskSnapshot] = await self._node_op(
             "claim_tasks", owner, plain, chosen, limit, excluded
+        )
+        return claimed
+
+    async def claim_started(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        check_claim(owner, serves, buckets, limit, exclude_tags)
+        plain = {name: list(versions) for name, versions in serves.items()}
+        chosen = None if buckets is None else sorted(buckets)
+        excluded = check_exclude_tags(exclude_tags)
+        claimed: list[ClaimedTask] = await self._node_op(
+            "claim_tasks", owner, plain, chosen, limit, excluded, r.to_micros(at, "at")
         )
         return claimed
 

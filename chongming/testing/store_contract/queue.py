@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 from datetime import datetime, timedelta
 
-from chongming.errors import DuplicateTaskId, IdempotencyConflict, PayloadError
+from chongming.errors import DuplicateTaskId, IdempotencyConflict, PayloadError, VersionConflict
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
@@ -229,6 +229,87 @@ class QueueContract(ContractBase):
                     PayloadError,
                     store.claim("node", serves=_SERVES, exclude_tags=exclude),  # type: ignore[arg-type]
                 )
+
+    # -- claim and start in one step ---------------------------------------------------
+
+    async def test_claim_started_writes_the_start_with_the_claim(self) -> None:
+        async with self._store() as store:
+            first = await self._enqueue(store, "q-1", priority=5)
+            for n, (task_id, tags) in enumerate([("q-2", ()), ("q-3", ()), ("gpu", ("gpu",))]):
+                at = T0 + timedelta(seconds=n + 1)
+                tagged = frozenset(tags)
+                await self._enqueue(store, task_id, tags=tagged, created_at=at, updated_at=at)
+            at = T0 + timedelta(minutes=5, microseconds=7)
+            taken = await store.claim_started(
+                "node-a", serves=_SERVES, limit=2, exclude_tags=["gpu"], at=at
+            )
+            assert [c.snapshot.task_id for c in taken] == ["q-1", "q-2"]
+            for claimed in taken:
+                started = claimed.snapshot
+                assert (started.status, started.owner) == (_S.STARTING, "node-a")
+                assert (started.status_version, started.attempt) == (2, 1)
+                assert started.updated_at == at
+                assert await store.get(started.task_id) == started
+                history = await store.history(started.task_id)
+                assert list(claimed.history) == history
+                assert history[-1] == Transition(
+                    task_id=started.task_id,
+                    version=2,
+                    from_status=_S.QUEUED,
+                    to_status=_S.STARTING,
+                    at=at,
+                    trigger="scheduler:dispatch",
+                    actor="system",
+                    reason=None,
+                    attempt=1,
+                )
+            assert taken[0].history[0] == (await store.history(first.task_id))[0]
+            # fenced by the new version: the claimer moves on from it, nobody from the old one
+            running, step = next_step(taken[0].snapshot, _S.RUNNING, trigger="executor:launched")
+            stale, _ = next_step(first, _S.CANCELLED, trigger="user:stop")
+            await _raises(VersionConflict, store.save(stale, expect_version=1))
+            await store.save(running, expect_version=2, transitions=[step])
+            assert not await store.release_claim("q-2", "node-a", 1)  # it started: not given back
+            rest = await store.claim("node-b", serves=_SERVES, limit=10)
+            assert [t.task_id for t in rest] == ["q-3", "gpu"]
+
+    async def test_claimers_starting_what_they_race_for_never_take_a_task_twice(self) -> None:
+        async with self._store() as store:
+            for n in range(30):
+                await self._enqueue(store, f"t-{n:02d}")
+            at = T0 + timedelta(hours=1)
+            batches = await asyncio.gather(
+                *(
+                    store.claim_started(f"node-{n}", serves=_SERVES, limit=4, at=at)
+                    for n in range(8)
+                )
+            )
+            taken = [c.snapshot.task_id for batch in batches for c in batch]
+            assert sorted(taken) == [f"t-{n:02d}" for n in range(30)]
+            for batch, n in zip(batches, range(8), strict=True):
+                for claimed in batch:
+                    assert claimed.snapshot.owner == f"node-{n}"
+                    assert [t.version for t in claimed.history] == [1, 2]
+                    assert len(await store.history(claimed.snapshot.task_id)) == 2
+            assert await store.claim_started("late", serves=_SERVES, limit=5, at=at) == []
+
+    async def test_claim_started_refuses_bad_arguments_and_writes_nothing(self) -> None:
+        async with self._store() as store:
+            await self._enqueue(store, "q-1")
+            naive = datetime(2026, 10, 2, 9, 0)
+            for at in (naive, "2026-10-02", None):
+                await _raises(
+                    PayloadError,
+                    store.claim_started("node", serves=_SERVES, at=at),  # type: ignore[arg-type]
+                )
+            await _raises(PayloadError, store.claim_started("", serves=_SERVES, at=T0))
+            await _raises(
+                PayloadError,
+                store.claim_started("node", serves=_SERVES, exclude_tags="gpu", at=T0),
+            )
+            stored = await store.get("q-1")
+            assert stored is not None
+            assert (stored.status, stored.owner, stored.status_version) == (_S.QUEUED, None, 1)
 
     async def test_release_claim_gives_a_claimed_task_back_only_if_unmoved(self) -> None:
         async with self._store() as store:

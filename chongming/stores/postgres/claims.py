@@ -1,0 +1,266 @@
+"""Claims on PostgreSQL: one statement takes the best claimable rows with SKIP LOCKED.
+
+``FOR UPDATE SKIP LOCKED`` means two workers never wait on or take the same
+row. A plain claim writes the claimer as owner. A *started* claim
+(:meth:`TaskStore.claim_started`) also moves each row ``queued -> starting``
+(version and attempt + 1, ``updated_at`` = the claimer's ``at``), inserts
+that transition and answers with each task's stored history, all in the same
+statement: the start is durable before the claimer sees the task, and
+adopting it costs no further round trip.
+
+After a connection error the outcome is unknown. A plain claim is answered
+with every queued task the claimer holds (it skips those it already runs). A
+started claim is recognised by its ``at``: the rows the claimer holds at
+``starting`` with exactly that ``updated_at`` (nobody else writes a task
+between its claim and its adoption). If even that read fails, the claim is
+remembered and resolved before the claimer's next one, so a committed claim
+is never stranded while its claimer lives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from datetime import datetime
+from typing import Any
+
+from chongming.errors import StoreError
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
+from chongming.state.triggers import Trigger
+from chongming.stores.checks import check_time
+from chongming.stores.codec import STATUS_OF
+from chongming.stores.postgres import rows
+from chongming.stores.postgres.driver import is_connection_error
+from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
+from chongming.stores.queue import ClaimedTask, Serves, check_claim, check_exclude_tags
+
+__all__ = ["Claims"]
+
+Runner = Callable[[str, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+_COLUMNS = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
+_RETURNING = ", ".join(f"t.{name}" for name, _ in SNAPSHOT_COLUMNS)
+_HISTORY = ("version", "from_status", "to_status", "at", "trigger", "actor", "reason", "attempt")
+_QUEUED, _STARTING = TaskStatus.QUEUED, TaskStatus.STARTING
+
+
+def _chosen(schema: str, exclude: int | None) -> str:
+    """The claimable rows, best first, locked; ``exclude``: the parameter of excluded tags."""
+    excluding = "" if exclude is None else f" AND NOT (tags && ${exclude}::text[])"
+    return (
+        f"SELECT task_id FROM {schema}.tasks"
+        " WHERE status = 'queued' AND owner IS NULL"
+        " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
+        " AND ((version IS NULL AND name = ANY($3::text[]))"
+        "   OR (name, version) IN (SELECT * FROM unnest($4::text[], $5::int[])))"
+        f" AND (not_before IS NULL OR not_before <= now()){excluding}"
+        ' ORDER BY priority DESC, queued_at, task_id COLLATE "C"'
+        " LIMIT $6 FOR UPDATE SKIP LOCKED"
+    )
+
+
+def _history_of(schema: str, alias: str) -> str:
+    """Every stored transition of ``alias.task_id`` as one array per column, by version."""
+    arrays = ", ".join(f"array_agg(tr.{c} ORDER BY tr.version) AS h_{c}" for c in _HISTORY)
+    return (
+        f" LEFT JOIN LATERAL (SELECT {arrays} FROM {schema}.transitions AS tr"
+        f" WHERE tr.task_id = {alias}.task_id) AS h ON true"
+    )
+
+
+def claim_sql(schema: str, *, exclude: bool) -> str:
+    """A plain claim: owner only. ``$7``: excluded tags (that variant has its own plan)."""
+    return (
+        f"WITH chosen AS ({_chosen(schema, 7 if exclude else None)})"
+        f" UPDATE {schema}.tasks AS t SET owner = $1 FROM chosen"
+        f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
+    )
+
+
+def started_sql(schema: str, *, exclude: bool) -> str:
+    """A started claim: ``$7`` at, ``$8`` excluded tags. The history read is the old one."""
+    history = ", ".join(f"h.h_{c}" for c in _HISTORY)
+    return (
+        f"WITH chosen AS ({_chosen(schema, 8 if exclude else None)}),"
+        f" started AS (UPDATE {schema}.tasks AS t SET owner = $1, status = 'starting',"
+        " status_version = t.status_version + 1, attempt = t.attempt + 1,"
+        " updated_at = $7::timestamptz"
+        f" FROM chosen WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}),"
+        f" recorded AS (INSERT INTO {schema}.transitions (task_id, {', '.join(_HISTORY)})"
+        f" SELECT task_id, status_version, 'queued', 'starting', $7::timestamptz,"
+        f" '{Trigger.DISPATCH}', 'system', NULL, attempt FROM started)"
+        f" SELECT t.*, {history} FROM started AS t{_history_of(schema, 't')}"
+    )
+
+
+def started_by_sql(schema: str) -> str:
+    """The tasks a started claim of ``$1`` at ``$2`` (any of) took, with whole histories."""
+    history = ", ".join(f"h.h_{c}" for c in _HISTORY)
+    return (
+        f"SELECT {_RETURNING}, {history} FROM {schema}.tasks AS t{_history_of(schema, 't')}"
+        " WHERE t.owner = $1 AND t.status = 'starting' AND t.updated_at = ANY($2::timestamptz[])"
+    )
+
+
+class Claims:
+    """Plain and started claims for one schema; the store supplies the I/O."""
+
+    def __init__(
+        self, schema: str, *, read: Runner, once: Runner, fail: Callable[[BaseException, str], Any]
+    ) -> None:
+        self._read = read
+        self._once = once
+        self._fail = fail
+        self._claim = claim_sql(schema, exclude=False)
+        self._claim_excluding = claim_sql(schema, exclude=True)
+        self._started = started_sql(schema, exclude=False)
+        self._started_excluding = started_sql(schema, exclude=True)
+        self._started_by = started_by_sql(schema)
+        self._held = f"SELECT {_COLUMNS} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
+        #: owner -> the ``at`` of started claims whose outcome is still unknown.
+        self._unresolved: dict[str, set[datetime]] = {}
+
+    async def claim(
+        self,
+        owner: str,
+        serves: Serves,
+        buckets: Collection[int] | None,
+        limit: int,
+        exclude_tags: Collection[str],
+    ) -> list[TaskSnapshot]:
+        check_claim(owner, serves, buckets, limit, exclude_tags)
+        args = _arguments(owner, serves, buckets, limit)
+        sql = self._claim
+        if exclude_tags:
+            sql = self._claim_excluding
+            args.append(check_exclude_tags(exclude_tags))
+        what = f"claiming tasks for {owner!r}"
+        try:
+            found = await self._once(what, lambda c: c.fetch(sql, *args))
+        except StoreError:
+            raise
+        except Exception as error:
+            if not is_connection_error(error):
+                self._fail(error, what)
+            found = await self._read(what, lambda c: c.fetch(self._held, owner))
+        claimed = [rows.snapshot_from_row(row) for row in found]
+        claimed.sort(key=_claim_order)
+        return claimed
+
+    async def claim_started(
+        self,
+        owner: str,
+        serves: Serves,
+        buckets: Collection[int] | None,
+        limit: int,
+        exclude_tags: Collection[str],
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        check_claim(owner, serves, buckets, limit, exclude_tags)
+        at = check_time(at, "at")
+        what = f"claiming and starting tasks for {owner!r}"
+        recovered = await self._resolve(owner, what)
+        args: list[Any] = [*_arguments(owner, serves, buckets, limit), at]
+        sql = self._started
+        if exclude_tags:
+            sql = self._started_excluding
+            args.append(check_exclude_tags(exclude_tags))
+        try:
+            found = await self._once(what, lambda c: c.fetch(sql, *args))
+        except StoreError:
+            raise
+        except Exception as error:
+            if not is_connection_error(error):
+                self._fail(error, what)
+            self._unresolved.setdefault(owner, set()).add(at)
+            try:
+                return recovered + await self._resolve(owner, what)
+            except StoreError:
+                if recovered:
+                    return recovered  # this claim stays unresolved, for the next call
+                raise
+        claimed = [_claimed(row, appended=False) for row in found]
+        claimed.sort(key=lambda c: _claim_order(c.snapshot))
+        return recovered + claimed
+
+    async def _resolve(self, owner: str, what: str) -> list[ClaimedTask]:
+        """What earlier started claims of ``owner`` with an unknown outcome took (see above)."""
+        pending = self._unresolved.get(owner)
+        if not pending:
+            return []
+        ats = sorted(pending)
+        found = await self._read(what, lambda c: c.fetch(self._started_by, owner, ats))
+        pending.difference_update(ats)  # read: what they took (if anything) is in ``found``
+        if not pending:
+            del self._unresolved[owner]
+        claimed = [_claimed(row, appended=True) for row in found]
+        claimed.sort(key=lambda c: _claim_order(c.snapshot))
+        return claimed
+
+
+def _arguments(
+    owner: str, serves: Serves, buckets: Collection[int] | None, limit: int
+) -> list[Any]:
+    """``$1``..``$6`` of every claim statement."""
+    pairs = [(n, v) for n, versions in serves.items() for v in versions if v is not None]
+    return [
+        owner,
+        None if buckets is None else sorted(buckets),
+        sorted(serves),
+        [n for n, _ in pairs],
+        [v for _, v in pairs],
+        limit,
+    ]
+
+
+def _claim_order(task: TaskSnapshot) -> tuple[int, datetime, str]:
+    return (-task.priority, task.queued_at or task.created_at, task.task_id)
+
+
+def _claimed(row: Any, *, appended: bool) -> ClaimedTask:
+    """A started row and its history arrays; ``appended``: they hold the start already."""
+    snapshot = rows.snapshot_from_row(row)
+    task_id = snapshot.task_id
+    history: list[Transition] = []
+    versions = row["h_version"]
+    if versions is not None:
+        columns = zip(
+            versions,
+            row["h_from_status"],
+            row["h_to_status"],
+            row["h_at"],
+            row["h_trigger"],
+            row["h_actor"],
+            row["h_reason"],
+            row["h_attempt"],
+            strict=True,
+        )
+        for version, source, target, at, trigger, actor, reason, attempt in columns:
+            history.append(
+                Transition(
+                    task_id=task_id,
+                    version=version,
+                    from_status=STATUS_OF[source],
+                    to_status=STATUS_OF[target],
+                    at=at,
+                    trigger=trigger,
+                    actor=actor,
+                    reason=reason,
+                    attempt=attempt,
+                )
+            )
+    if not appended:
+        history.append(
+            Transition(
+                task_id=task_id,
+                version=snapshot.status_version,
+                from_status=_QUEUED,
+                to_status=_STARTING,
+                at=snapshot.updated_at,
+                trigger=Trigger.DISPATCH,
+                actor="system",
+                reason=None,
+                attempt=snapshot.attempt,
+            )
+        )
+    return ClaimedTask(snapshot=snapshot, history=tuple(history))
