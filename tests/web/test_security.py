@@ -93,3 +93,21 @@ def test_importing_chongming_needs_none_of_the_extras() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_dashboard_without_its_extra_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from chongming.web import create_app
+    from chongming.web.metrics import ChongmingMetrics
+    from chongming.web.tracing import ChongmingTracing
+
+    monkeypatch.setitem(sys.modules, "starlette", None)  # as if it were not installed
+    with pytest.raises(MissingExtra, match=r"needs 'starlette'.*pip install 'chongming\[web\]'"):
+        create_app(str(tmp_path / "tasks.db"))
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(MissingExtra, match=r"pip install 'chongming\[web\]'"):
+        ChongmingMetrics()
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
+    with pytest.raises(MissingExtra, match=r"pip install 'chongming\[otel\]'"):
+        ChongmingTracing()
