@@ -130,8 +130,11 @@ class JournalingStore(TaskStore):
         serves: Serves,
         buckets: Collection[int] | None = None,
         limit: int = 1,
+        exclude_tags: Collection[str] = (),
     ) -> list[TaskSnapshot]:
-        return await self._inner.claim(owner, serves=serves, buckets=buckets, limit=limit)
+        return await self._inner.claim(
+            owner, serves=serves, buckets=buckets, limit=limit, exclude_tags=exclude_tags
+        )
 
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         return await self._inner.release_claim(task_id, owner, expect_version)
