@@ -174,8 +174,9 @@ class Dashboard:
     def _unauthorized(self, request: Request) -> Response:
         from starlette.responses import RedirectResponse
 
-        if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
-            base = self._chrome(request).base
+        base = self._chrome(request).base
+        page = not request.url.path.startswith((f"{base}/fragments/", f"{base}/api/"))
+        if page and request.method == "GET" and "text/html" in request.headers.get("accept", ""):
             return _secure(RedirectResponse(f"{base}/login", status_code=303))
         return self._refuse(request, 401, "this dashboard needs its token")
 

@@ -111,7 +111,10 @@ JS = """
     if (document.hidden) { return; }
     fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (response) {
-        if (!response.ok) { say("updates paused (" + response.status + ")"); return null; }
+        if (!response.ok || response.redirected) {
+          say("updates paused (" + response.status + "); reload the page");
+          return null;
+        }
         return response.text();
       })
       .then(function (html) {

@@ -220,6 +220,8 @@ async def test_a_token_guards_every_page_and_control(db: str, node: Controller) 
         login = await client.get("/", headers={"accept": "text/html"})
         assert login.status_code == 303
         assert login.headers["location"] == "/login"
+        poll = await client.get("/fragments/tasks", headers={"accept": "text/html"})
+        assert poll.status_code == 401  # the live poll is told, not sent to a login page
         csrf = app._guard.csrf
         blind = await client.post(
             "/control", data={"kind": "stop", "task_id": "loop-4", "csrf": csrf}
