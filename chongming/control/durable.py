@@ -155,6 +155,16 @@ class Journal:
                 wait = max(0.0, min(wait, deadline - SYSTEM_CLOCK.time()))
             await asyncio.sleep(wait)
 
+    async def sleep(
+        self, name: str, seconds: float, *, beat: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Sleep until a wake-up time recorded once: a replay sleeps only what is left."""
+        self.check_fenced()
+        wake = await self.step(f"sleep:{name}", _deadline, (seconds,), {})
+        while (left := wake - SYSTEM_CLOCK.time()) > 0:
+            await beat()  # stop and pause take effect while it sleeps
+            await asyncio.sleep(min(left, 1.0))
+
     def _decided(self, step: StepRecord, name: str, timeout: float | None) -> Any:
         value = step.value if isinstance(step.value, dict) else {}
         if "fact" in value:

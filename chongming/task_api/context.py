@@ -159,6 +159,24 @@ class TaskContext:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
         return await journal.effect(op_key, fn, args, kwargs, commit)
 
+    async def sleep(self, name: str, seconds: float) -> None:
+        """Sleep ``seconds``, durably: the wake-up time is recorded once, as a step.
+
+        A resumed attempt (its worker died meanwhile) replays the recorded
+        time and sleeps only what is left of it; one past it does not sleep.
+        Stop and pause take effect while it sleeps. It holds its execution
+        slot meanwhile (parking long sleeps off the slot is not built yet).
+        """
+        journal = self.journal
+        if journal is None:
+            raise CheckpointMisuse(
+                f"ctx.sleep() needs a durable task: register {self.name!r} with durable=True "
+                "on a controller with a store (a plain task can await asyncio.sleep)"
+            )
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ConfigurationError(f"seconds must be a number >= 0, got {seconds!r}")
+        await journal.sleep(name, float(seconds), beat=self._checkpoint_on_loop)
+
     async def wait_for_fact(
         self,
         name: str,

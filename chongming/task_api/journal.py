@@ -62,3 +62,8 @@ class StepJournal(Protocol):
         commit: Callable[[Any, Any], Any] | None,
     ) -> Any:
         """Run an operation once per task through the ledger; its result."""
+
+    async def sleep(
+        self, name: str, seconds: float, *, beat: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Sleep until a wake-up time recorded once."""

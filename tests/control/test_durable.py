@@ -306,3 +306,45 @@ async def test_a_bad_step_name_fails_the_task_with_the_reason(tmp_path: Path) ->
     assert final.failure is not None
     assert "step name" in final.failure.message
     assert RAN == {"fetch": 1}  # it ran; its result could not be recorded under that name
+
+
+async def test_a_durable_sleep_keeps_its_wake_time_across_attempts(tmp_path: Path) -> None:
+    naps: list[float] = []
+
+    async def napper(ctx: Any) -> str:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await ctx.sleep("nap", 0.5)
+        naps.append(loop.time() - began)
+        if ctx.attempt == 1:
+            raise Flaky("dies right after waking")
+        return "rested"
+
+    db = tmp_path / "q.db"
+    async with Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("napper", task_id="z-1")
+        worker = _worker(db)
+        worker.register("napper", napper, durable=True, retry=RETRY_ONCE)
+        async with worker:
+            final = await queued.wait(timeout=20)
+        assert client.store is not None
+        (step,) = [s for s in await client.store.steps("z-1") if s.name == "sleep:nap"]
+    assert final.status is TaskStatus.SUCCEEDED
+    assert naps[0] >= 0.5  # the first attempt slept its full half second
+    assert naps[1] < 0.5  # the second replayed the recorded wake time, already past
+    assert isinstance(step.value, float)
+
+
+async def test_a_negative_sleep_is_refused(tmp_path: Path) -> None:
+    async def bad_nap(ctx: Any) -> None:
+        await ctx.sleep("nap", -1)
+
+    db = tmp_path / "q.db"
+    async with Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("bad_nap", task_id="z-2")
+        worker = _worker(db)
+        worker.register("bad_nap", bad_nap, durable=True)
+        async with worker:
+            final = await queued.wait(timeout=20)
+    assert final.failure is not None
+    assert "seconds must be a number >= 0, got -1" in final.failure.message
