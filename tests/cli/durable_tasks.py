@@ -16,7 +16,7 @@ import sqlite3
 import time
 from typing import Any
 
-from chongming import Controller, EffectInfo, TaskContext
+from chongming import Controller, EffectInfo, FencingError, TaskContext
 
 STEPS = 10
 
@@ -60,5 +60,23 @@ async def ten_steps(
     return done
 
 
+def _slow_effect(info: EffectInfo, ledger: str, hold: float) -> str:
+    _mark(ledger, f"effect {info.idempotency_key} {os.getpid()}", hold)
+    return info.idempotency_key
+
+
+async def five_effects(ctx: TaskContext, ledger: str, table: str, hold: float = 0.3) -> int:
+    """Five operations whose bodies take ``hold`` seconds: room to freeze a worker inside one."""
+    for n in range(5):
+        await ctx.step(f"before:{n}", _mark, ledger, f"step {ctx.task_id} {n} {os.getpid()}", 0)
+        try:
+            await ctx.effect(f"row:{n}", _slow_effect, ledger, hold, commit=_commit_into(table))
+        except FencingError:
+            _mark(ledger, f"fenced {ctx.task_id}:row:{n} {os.getpid()}", 0)
+            raise
+    return 5
+
+
 def register(controller: Controller) -> None:
     controller.register("ten_steps", ten_steps, durable=True, max_resumes=1000)
+    controller.register("five_effects", five_effects, durable=True, max_resumes=10)
