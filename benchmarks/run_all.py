@@ -19,6 +19,7 @@ BENCHMARKS = [
     ["bench_queue.py"],
     ["bench_pipeline.py"],
     ["bench_process.py", "--n", "2000", "--stops", "200"],
+    ["bench_durable.py"],
 ]
 
 
