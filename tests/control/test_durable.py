@@ -190,10 +190,18 @@ async def test_a_replaced_attempt_is_fenced_and_cannot_swallow_it(tmp_path: Path
     assert final.status is TaskStatus.FAILED
 
 
-async def _plant_dead_attempt(db: Path, task_id: str, *, resumes: int = 0) -> None:
-    """A durable task that a dead worker was running, two steps in, with past resumes."""
+async def _plant_dead_attempt(
+    db: Path,
+    task_id: str,
+    *,
+    resumes: int = 0,
+    name: str = "pipeline",
+    args: tuple[Any, ...] = (1,),
+    steps_done: tuple[tuple[str, Any], ...] = (("fetch", 2), ("transform", {"doubled": 2})),
+) -> None:
+    """A durable task that a dead worker was running, some steps in, with past resumes."""
     async with Controller(store=db, owner="client") as client:
-        await client.enqueue("pipeline", 1, task_id=task_id)
+        await client.enqueue(name, *args, task_id=task_id)
     async with SqliteTaskStore(db) as store:
         snapshot = await store.get(task_id)
         assert snapshot is not None
@@ -218,9 +226,9 @@ async def _plant_dead_attempt(db: Path, task_id: str, *, resumes: int = 0) -> No
             await store.save(moved, expect_version=version, transitions=[transition])
             version = moved.status_version
         epoch = await store.begin_durable_attempt(task_id, "dead-worker", max_resumes=2)
-        for name, value in (("fetch", 2), ("transform", {"doubled": 2})):
+        for step, value in steps_done:
             await store.record_step(
-                task_id, epoch, StepRecord(name=name, occurrence=0, ok=True, value=value)
+                task_id, epoch, StepRecord(name=step, occurrence=0, ok=True, value=value)
             )
 
 

@@ -11,6 +11,7 @@ import pytest
 from chongming import ConfigurationError, Controller, ExponentialBackoff, RetryPolicy, TaskStatus
 from chongming.errors import FactConflict, FactTimeout, PayloadError, TaskNotFound
 from tests.conftest import FAST
+from tests.control.test_durable import _plant_dead_attempt
 
 RETRY_ONCE = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(base=0.01))
 SEEN: list[Any] = []
@@ -44,8 +45,10 @@ async def _signal_now(task_id: str) -> bool:
     return await CLIENT[0].signal(task_id, "downloaded", {"bytes": 9})
 
 
-def _worker(db: Path) -> Controller:
-    worker = Controller(store=db, owner="w-1", work=True, poll_interval=0.05, windows=FAST)
+def _worker(db: Path, **options: Any) -> Controller:
+    worker = Controller(
+        store=db, owner="w-1", work=True, poll_interval=0.05, windows=FAST, **options
+    )
     worker.register("waits", waits, durable=True)
     worker.register("times_out", times_out_then_retries, durable=True, retry=RETRY_ONCE)
     return worker
@@ -167,3 +170,25 @@ async def test_signal_refuses_what_it_cannot_keep(tmp_path: Path) -> None:
         assert [f.name for f in await client.facts("s-1")] == ["downloaded"]
     with pytest.raises(ConfigurationError, match="signal needs a store"):
         await Controller().signal("s-1", "downloaded", 1)
+
+
+async def test_a_fact_sent_while_no_worker_holds_the_task_is_found_by_the_resume(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "q.db"
+    # Its worker died while it waited for the fact (the deadline step was recorded).
+    await _plant_dead_attempt(
+        db, "c-1", name="waits", args=(), steps_done=(("fact:downloaded:deadline", None),)
+    )
+    async with Controller(store=db, owner="client") as client:
+        assert await client.signal("c-1", "downloaded", "sent during the crash")
+    async with _worker(db, reconcile_interval=0.1) as worker:
+        store = worker.store
+        assert store is not None
+        while not (await store.get("c-1")).is_terminal:  # type: ignore[union-attr]
+            await asyncio.sleep(0.02)
+        final = await store.get("c-1")
+        history = await store.history("c-1")
+    assert final is not None
+    assert final.result == "sent during the crash"
+    assert [t.trigger for t in history].count("reconcile:resumed") == 1
