@@ -75,6 +75,10 @@ async def demo() -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
         started = (await client.post("/reports/2026-10-02")).json()
         print("submitted", started["task_id"])
+        while (await client.get("/ops/api/tasks/report-2026-10-02")).json()["task"][
+            "status"
+        ] != "running":
+            await asyncio.sleep(0.01)
         page = (await client.get("/ops/tasks/report-2026-10-02")).text
         print("task page links under /ops:", 'href="/ops/static/dashboard.css"' in page)
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
