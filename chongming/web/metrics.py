@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics_core import Metric
 
-__all__ = ["CONTENT_TYPE", "ChongmingMetrics"]
+__all__ = ["CONTENT_TYPE", "ChongmingMetrics", "metrics_app"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OTHER = "other"
@@ -218,6 +218,40 @@ class ChongmingMetrics(Observer):
         pc = need("prometheus_client", "web")
         data: bytes = pc.generate_latest(self.registry)
         return data
+
+
+def metrics_app(metrics: ChongmingMetrics, store: TaskStore | None = None) -> Any:
+    """A bare ASGI app that answers every GET with ``metrics`` (no dashboard, no starlette).
+
+    Mount it in your service (``app.mount("/metrics", metrics_app(m, store))``)
+    or serve it alone. With ``store`` each scrape refreshes the store-wide
+    gauges first. Add your own authentication in front if the port is public.
+    """
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            status, body, kind = 405, b"method not allowed\n", b"text/plain; charset=utf-8"
+        else:
+            if store is not None:
+                await metrics.refresh_store(store)
+            status, body, kind = 200, metrics.exposition(), CONTENT_TYPE.encode()
+        headers = [(b"content-type", kind), (b"cache-control", b"no-store")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send(
+            {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body}
+        )
+
+    return app
 
 
 class _Histogram:

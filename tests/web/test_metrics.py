@@ -160,3 +160,26 @@ async def test_a_failing_observer_harms_nothing(caplog: pytest.LogCaptureFixture
         == 1
     )
     assert any("failed on a transition" in r.message for r in caplog.records)
+
+
+async def test_the_standalone_metrics_app_serves_the_same_names(tmp_path: Path) -> None:
+    from chongming.web.metrics import metrics_app
+
+    metrics = ChongmingMetrics()
+    db = str(tmp_path / "tasks.db")
+    async with Controller(store=db, observers=[metrics], windows=FAST) as node:
+        register(node)
+        await node.submit("quick", task_id="q-1")
+        await node.wait_all(timeout=10)
+        app = metrics_app(metrics, node.store)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://m") as client:
+            scrape = await client.get("/anything")
+            refused = await client.post("/", content=b"x")
+    assert refused.status_code == 405
+    found = samples(scrape.text)
+    assert value(found, "chongming_store_tasks", status="succeeded") == 1
+    assert (
+        value(found, "chongming_attempt_duration_seconds_count", name="quick", outcome="succeeded")
+        == 1
+    )
