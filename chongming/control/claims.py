@@ -16,6 +16,7 @@ import logging
 from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
+from typing import Any
 
 from chongming.errors import StoreClosed, StoreError
 from chongming.state.records import TaskSnapshot
@@ -42,7 +43,8 @@ class ClaimLoop:
         free_slots: Callable[[], int],
         adopt: Callable[[list[TaskSnapshot]], Awaitable[None]],
         poll_interval: float,
-        batch: int = 32,
+        batch: int = 128,  # a claim is a round trip: many tasks per trip
+        depth: int = 2,
         exclude_tags: Callable[[], Collection[str]] | None = None,
         start_at: Callable[[], datetime | None] | None = None,
         adopt_started: Callable[[list[ClaimedTask]], Awaitable[None]] | None = None,
@@ -61,7 +63,9 @@ class ClaimLoop:
         self._batch = batch
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._inflight: asyncio.Future[int] | None = None
+        #: Claims in flight (each adopts what it took before it ends) -> the room it asked for.
+        self._inflight: dict[asyncio.Future[int], int] = {}
+        self._depth = depth
         self._hint: asyncio.Task[None] | None = None
         self.claimed = 0
 
@@ -77,7 +81,7 @@ class ClaimLoop:
             self._wake.set()
 
     async def aclose(self) -> None:
-        """Stop claiming; a claim in flight is awaited to its end (what it took is adopted)."""
+        """Stop claiming; claims in flight are awaited to their end (what they took is adopted)."""
         task, self._task = self._task, None
         if task is None:
             return
@@ -93,10 +97,10 @@ class ClaimLoop:
                 await hint
             except BaseException:
                 pass  # cancelled, or the store's failure: nobody waits for it any more
-        inflight, self._inflight = self._inflight, None
-        if inflight is not None and not inflight.done():
+        inflight, self._inflight = self._inflight, {}
+        for claim in inflight:
             try:
-                await inflight
+                await claim
             except Exception as error:
                 _log.warning("the last claim before closing failed (%s)", error)
 
@@ -104,28 +108,46 @@ class ClaimLoop:
         wake = self._wake
         assert wake is not None
         backoff = self._poll
+        more = True  # the last claim took all it asked for: the queue may hold more
         while True:
+            if not more and not self._inflight:
+                if await self._idle(wake) is _CLOSED:
+                    return
+                more = True
             wake.clear()
-            took_all = False
-            room = min(self._free_slots(), self._batch)
-            if room > 0:
-                self._inflight = asyncio.ensure_future(self._claim(room))
+            # A second claim goes out before the first is answered only while there is
+            # more to take: the store works on it while this process adopts the first.
+            while len(self._inflight) < (self._depth if more else 1):
+                room = min(self._free_slots() - sum(self._inflight.values()), self._batch)
+                if room <= 0:
+                    break
+                self._inflight[asyncio.ensure_future(self._claim(room))] = room
+            if not self._inflight:  # no free slot: until one frees (or a poll)
+                if await self._idle(wake) is _CLOSED:
+                    return
+                continue
+            woken: asyncio.Future[Any] = asyncio.ensure_future(wake.wait())
+            waiting: set[asyncio.Future[Any]] = {woken, *self._inflight}
+            try:
+                done, _ = await asyncio.wait(waiting, return_when=FIRST_COMPLETED)
+            finally:
+                woken.cancel()
+            for claim in list(self._inflight):
+                if claim not in done:
+                    continue
+                room = self._inflight.pop(claim)
                 try:
-                    claimed = await asyncio.shield(self._inflight)
+                    claimed = claim.result()
                 except StoreClosed:
                     return
                 except StoreError as error:
                     _log.warning("claiming queued tasks failed (%s); retrying", error)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, _BACKOFF_MAX)
+                    more = True  # look again after the backoff
                     continue
                 backoff = self._poll
-                took_all = claimed == room
-            if took_all:
-                await asyncio.sleep(0)  # there may be more: look again at once
-                continue
-            if await self._idle(wake) is _CLOSED:
-                return
+                more = claimed == room
 
     async def _idle(self, wake: asyncio.Event) -> object:
         """Until a local wake, a store hint (PostgreSQL NOTIFY on enqueue) or the poll interval."""

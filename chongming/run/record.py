@@ -88,7 +88,7 @@ class RunRecord:
             )
             for t in history
         )
-        self._records = None
+        self._records = list(history)  # as stored: later transitions extend it
         self.created = snapshot.created_at.timestamp()
         self.updated = snapshot.updated_at.timestamp()
         self.queued = None if snapshot.queued_at is None else snapshot.queued_at.timestamp()

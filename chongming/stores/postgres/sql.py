@@ -12,11 +12,15 @@ caller what happened.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import Any
 
 from chongming.state.query import TaskQuery
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
 from chongming.stores.columns import TASK_COLUMNS, Role
+from chongming.stores.postgres.rows import write_columns
 from chongming.stores.postgres.schema import quote_schema
+from chongming.stores.postgres.writer import WriteArgs
 
 __all__ = ["SNAPSHOT_COLUMNS", "Statements"]
 
@@ -134,6 +138,74 @@ ORDER BY i.ord
 """
 
 
+def _patch_statement(s: str) -> str:
+    """The write statement for a batch of patches only: the common case, half the input.
+
+    A patch carries the mutable columns and the transitions; the task id of a
+    transition comes from its write (by ordinal). Same output as the general
+    statement: one row per write, in order.
+    """
+    columns = [("task_id", "text"), ("expect", "int")] + [
+        (name, kind) for name, kind in SNAPSHOT_COLUMNS if name in _MUTABLE
+    ]
+    arrays = ", ".join(f"${i + 1}::{kind}[]" for i, (_, kind) in enumerate(columns))
+    aliases = ", ".join(name for name, _ in columns)
+    steps = _TRANSITION_COLUMNS[1:]  # without task_id
+    first = len(columns) + 1
+    typed = [f"${first + 1 + i}::{kind}[]" for i, (_, kind) in enumerate(steps)]
+    step_arrays = ", ".join([f"${first}::bigint[]", *typed])
+    step_aliases = ", ".join(name for name, _ in steps)
+    patched = ", ".join(f"{name} = i.{name}" for name, _ in columns[2:])
+    return f"""
+WITH input AS (
+    SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({aliases}, ord)
+), patched AS (
+    UPDATE {s}.tasks AS t SET {patched}
+    FROM input AS i
+    WHERE t.task_id = i.task_id AND t.status_version = i.expect
+    RETURNING t.task_id
+), appended AS (
+    INSERT INTO {s}.transitions (task_id, {step_aliases})
+    SELECT i.task_id, {", ".join(f"tr.{name}" for name, _ in steps)}
+    FROM unnest({step_arrays}) AS tr(ord, {step_aliases})
+    JOIN input AS i ON i.ord = tr.ord
+    WHERE i.task_id IN (SELECT task_id FROM patched)
+    ON CONFLICT (task_id, version) DO NOTHING
+    RETURNING 1
+)
+SELECT i.ord,
+       COALESCE(i.task_id IN (SELECT task_id FROM patched), false) AS applied,
+       t.status_version AS current
+FROM input AS i LEFT JOIN {s}.tasks AS t ON t.task_id = i.task_id
+ORDER BY i.ord
+"""
+
+
+#: Where the mutable columns sit in a write's ``params`` (which follow TASK_COLUMNS).
+_PATCHED_AT = tuple(i for i, (name, _) in enumerate(SNAPSHOT_COLUMNS) if name in _MUTABLE)
+
+
+def patch_columns(batch: Sequence[WriteArgs]) -> list[list[Any]]:
+    """Column arrays for the patch statement (every write a patch)."""
+    width = len(_PATCHED_AT)
+    arrays: list[list[Any]] = [[] for _ in range(2 + width + 1 + len(_TRANSITION_COLUMNS) - 1)]
+    ids, expects = arrays[0], arrays[1]
+    columns = arrays[2 : 2 + width]
+    ords = arrays[2 + width]
+    steps = arrays[3 + width :]
+    for ordinal, args in enumerate(batch, start=1):
+        ids.append(args.key)
+        expects.append(args.expect)
+        params = args.params
+        for array, index in zip(columns, _PATCHED_AT, strict=True):
+            array.append(params[index])
+        for record in args.transitions:
+            ords.append(ordinal)
+            for array, value in zip(steps, record[1:], strict=True):
+                array.append(value)
+    return arrays
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Statements:
     """Every statement the store sends, for one schema."""
@@ -141,6 +213,7 @@ class Statements:
     schema: str
     quoted: str
     write: str
+    patch: str
     get: str
     version: str
     history: str
@@ -175,6 +248,7 @@ class Statements:
             schema=schema,
             quoted=s,
             write=_write_statement(s),
+            patch=_patch_statement(s),
             get=f"SELECT {_SELECT_TASK} FROM {s}.tasks WHERE task_id = $1",
             version=f"SELECT status_version FROM {s}.tasks WHERE task_id = $1",
             history=(
@@ -264,6 +338,12 @@ class Statements:
             counts_all=counts + counts_group,
             counts_active=counts + f" WHERE status IN ({_ACTIVE_TEXT})" + counts_group,
         )
+
+    def write_for(self, batch: Sequence[WriteArgs]) -> list[Any]:
+        """The statement and its arguments for one round of writes (see the two statements)."""
+        if all(args.mode == "patch" for args in batch):
+            return [self.patch, *patch_columns(batch)]
+        return [self.write, *write_columns(list(batch))]
 
     def query(self, query: TaskQuery) -> tuple[str, list[object]]:
         """A SELECT with only the filters ``query`` uses (so indexes apply)."""

@@ -703,9 +703,7 @@ class PostgresTaskStore(ClusterLimitMethods, DurableMethods, QueueMethods, TaskS
         results: list[WriteResult | None] = [None] * len(batch)
         async with self._connection() as conn:
             for members in rounds:
-                found = await conn.fetch(
-                    self._sql.write, *rows.write_columns([batch[i] for i in members])
-                )
+                found = await conn.fetch(*self._sql.write_for([batch[i] for i in members]))
                 for row in found:
                     results[members[row["ord"] - 1]] = WriteResult(
                         applied=row["applied"], current=row["current"]
