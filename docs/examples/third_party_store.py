@@ -25,7 +25,7 @@ from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
-from chongming.stores.queue import Enqueued, Serves
+from chongming.stores.queue import ClaimedTask, Enqueued, Serves
 from chongming.testing.store_contract import StoreContract, make_snapshot, next_step
 
 
@@ -134,6 +134,20 @@ class JournalingStore(TaskStore):
     ) -> list[TaskSnapshot]:
         return await self._inner.claim(
             owner, serves=serves, buckets=buckets, limit=limit, exclude_tags=exclude_tags
+        )
+
+    async def claim_started(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        return await self._inner.claim_started(
+            owner, serves=serves, buckets=buckets, limit=limit, exclude_tags=exclude_tags, at=at
         )
 
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:

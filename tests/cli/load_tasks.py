@@ -14,12 +14,10 @@ from __future__ import annotations
 import atexit
 import os
 import time
-from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 from chongming import Controller
-from chongming.state.records import TaskSnapshot
-from chongming.stores.queue import Serves
 from tests.cli import cli_tasks
 
 CLAIM_LOG = "CHONGMING_TEST_CLAIM_LOG"
@@ -35,24 +33,31 @@ def register(controller: Controller) -> None:
 def _record_claims(controller: Controller, directory: Path) -> None:
     store = controller.store
     assert store is not None, "a worker has a store"
-    real = store.claim
     lines: list[str] = []
 
-    async def claim(
-        owner: str, *, serves: Serves, buckets: Collection[int] | None = None, limit: int = 1
-    ) -> list[TaskSnapshot]:
-        sent = time.monotonic_ns()
-        try:
-            taken = await real(owner, serves=serves, buckets=buckets, limit=limit)
-        except BaseException as error:
-            lines.append(f"error {sent} {time.monotonic_ns()} {limit} {type(error).__name__}\n")
-            raise
-        ids = ",".join(task.task_id for task in taken)
-        lines.append(f"claim {sent} {time.monotonic_ns()} {limit} {ids}\n")
-        return taken
+    def recorded(real: Any, ids_of: Any) -> Any:
+        async def call(owner: str, **options: Any) -> Any:
+            sent = time.monotonic_ns()
+            limit = options.get("limit", 1)
+            try:
+                taken = await real(owner, **options)
+            except BaseException as error:
+                lines.append(f"error {sent} {time.monotonic_ns()} {limit} {type(error).__name__}\n")
+                raise
+            ids = ",".join(ids_of(task) for task in taken)
+            lines.append(f"claim {sent} {time.monotonic_ns()} {limit} {ids}\n")
+            return taken
+
+        return call
+
+    # A worker claims with claim() under limits and with claim_started() (claim and
+    # start in one step) when its admission launches at once: note both alike.
+    setattr(store, "claim", recorded(store.claim, lambda task: task.task_id))  # noqa: B010
+    setattr(  # noqa: B010 (mypy refuses assigning to a method)
+        store, "claim_started", recorded(store.claim_started, lambda task: task.snapshot.task_id)
+    )
 
     def write() -> None:
         (directory / f"claims-{os.getpid()}.txt").write_text("".join(lines))
 
-    setattr(store, "claim", claim)  # noqa: B010 (mypy refuses assigning to a method)
     atexit.register(write)
