@@ -34,11 +34,14 @@ from chongming.errors import (
 )
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import Commit, CommitFailed, StaleEpoch, StepRecord
-from chongming.task_api.journal import EffectInfo
+from chongming.task_api.journal import EffectInfo, ParkRequest
 
 __all__ = ["Journal", "JournalGate"]
 
 _T = TypeVar("_T")
+
+#: A durable sleep this long or longer parks the task (off its slot) on a worker.
+PARK_AFTER = 5.0
 
 _MESSAGE = 2000  # characters of a recorded error message
 
@@ -54,6 +57,7 @@ class Journal:
         "_seen",
         "_store",
         "epoch",
+        "parkable",
         "task_id",
     )
 
@@ -68,6 +72,8 @@ class Journal:
         self._cursor = 0
         self._seen: collections.Counter[str] = collections.Counter()
         self._fenced_why: str | None = None
+        #: A worker's claimed run: a long sleep parks the task instead of holding the slot.
+        self.parkable = False
 
     @property
     def replaying(self) -> bool:
@@ -161,6 +167,8 @@ class Journal:
         """Sleep until a wake-up time recorded once: a replay sleeps only what is left."""
         self.check_fenced()
         wake = await self.step(f"sleep:{name}", _deadline, (seconds,), {})
+        if self.parkable and wake - SYSTEM_CLOCK.time() >= PARK_AFTER:
+            raise ParkRequest(wake)  # the attempt ends; the task is claimable again at ``wake``
         while (left := wake - SYSTEM_CLOCK.time()) > 0:
             await beat()  # stop and pause take effect while it sleeps
             await asyncio.sleep(min(left, 1.0))
@@ -217,7 +225,7 @@ class JournalGate:
     owner holds the task; a store failure raises, and the attempt fails.
     """
 
-    __slots__ = ("_durable", "_max_resumes", "_owner", "_store", "_task_id", "journal")
+    __slots__ = ("_durable", "_max_resumes", "_owner", "_parkable", "_store", "_task_id", "journal")
 
     def __init__(
         self,
@@ -227,7 +235,9 @@ class JournalGate:
         *,
         max_resumes: int,
         durable: Callable[[], Awaitable[bool]] | None,
+        parkable: bool = False,
     ) -> None:
+        self._parkable = parkable
         self._store = store
         self._task_id = task_id
         self._owner = owner
@@ -246,6 +256,7 @@ class JournalGate:
         except StaleEpoch:
             return False
         self.journal = Journal(store, task_id, epoch, await store.steps(task_id))
+        self.journal.parkable = self._parkable
         return True
 
 

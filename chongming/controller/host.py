@@ -51,6 +51,7 @@ class ControllerHost:
         "observer",
         "on_demand",
         "on_finished",
+        "parking",
     )
 
     def __init__(
@@ -80,6 +81,8 @@ class ControllerHost:
         self._plane: ControlPlane | None = None
         #: Called when a run ends (a worker claims again: a slot is free).
         self.on_finished: Callable[[], None] | None = None
+        #: True on a worker: a claimed durable task may park (a long sleep) and be let go.
+        self.parking = False
         #: Called with a run's tags when it queues or leaves a slot (cluster slots rebalance).
         self.on_demand: Callable[[Collection[str]], None] | None = None
         #: Metrics, traces (controller/observers.py): sees every run, transition and attempt.
@@ -166,6 +169,21 @@ class ControllerHost:
         if self.on_demand is not None and run.tags:
             self.on_demand(run.tags)
 
+    def park(self, run: HostedRun) -> None:
+        plane = self._plane
+        assert plane is not None, "only a worker's claimed runs park"
+        self._tasks.spawn(self._let_go(run, plane, run.status_version))
+
+    async def _let_go(self, run: HostedRun, plane: ControlPlane, version: int) -> None:
+        """Once the parked task is durable in the queue, forget it here (no memory, no count)."""
+        if await plane.writer.durable(run, version) and run.status is TaskStatus.QUEUED:
+            task_run = self._runs.get(run.task_id)
+            if task_run is not None:
+                self.forget(task_run)
+                plane.writer.forget(task_run)
+        if self.on_finished is not None:
+            self.on_finished()  # a worker: claim again, a slot is free
+
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         if self.observer is not None:
             coro = self.observer.wrap_attempt(run, coro)
@@ -197,6 +215,7 @@ class ControllerHost:
                 plane.owner,
                 max_resumes=spec.max_resumes,
                 durable=lambda: writer.durable(run, version),
+                parkable=self.parking and getattr(run, "adopted", None) is not None,
             )
         return lambda: writer.durable(run, version)
 

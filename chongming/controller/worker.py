@@ -103,6 +103,7 @@ class Worker:
         self._plane.node.serves = self.served_names  # published in the node row
         await self._plane.become_node()  # claims are made by a live node only
         self._host.on_finished = self._claims.wake
+        self._host.parking = True  # a claimed durable task may park for a long sleep
         self._claims.start()
 
     def wake(self) -> None:

@@ -15,6 +15,7 @@ from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge,
 from chongming.state.payload import json_form, plain_json
 from chongming.state.records import Failure, FailureKind, JsonValue
 from chongming.task_api.context import TaskContext
+from chongming.task_api.journal import ParkRequest
 from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 __all__ = ["Attempt"]
@@ -205,6 +206,9 @@ class Attempt:
                 self.number,
                 self.inputs.task_id,
             )
+            return
+        if isinstance(error, ParkRequest) and self.force is None:
+            self._report(Verdict(kind=VerdictKind.PARKED, value=error.wake_at))
             return
         if returned:
             # A killable carrier that returned was never interrupted: its result stands.

@@ -14,6 +14,7 @@ recorded on the run (``failed``, kind ``exception``, naming what failed).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -22,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from chongming.clock import SYSTEM_CLOCK, Clock
+from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.errors import ConfigurationError, PayloadError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
@@ -70,6 +71,7 @@ _log = logging.getLogger("chongming.run")
 _NOT_STARTED = frozenset({PENDING, BLOCKED, QUEUED, RETRY_WAIT})
 _TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
 _V_SUCCEEDED, _V_STOPPED, _V_LOST = VerdictKind.SUCCEEDED, VerdictKind.STOPPED, VerdictKind.LOST
+_V_PARKED = VerdictKind.PARKED
 
 
 __all__ = ["RunLifecycle", "call_done_callback", "check_actor", "check_tags"]
@@ -477,12 +479,32 @@ class RunLifecycle:
             if verdict.note is not None:  # how a killed carrier ended
                 reason = verdict.note if reason is None else f"{reason}; {verdict.note}"
             self._move(STOPPED, Trigger.STOP_CONFIRMED, reason=reason)
+        elif kind is _V_PARKED:
+            self._park(float(verdict.value))
         elif kind is _V_LOST:
             self._failure = verdict.failure
             trigger = Trigger.STOP_ABANDONED if status is STOPPING else Trigger.TIMEOUT_ABANDONED
             self._move(LOST, trigger, reason=self._stop_reason)
         else:
             self._record_failure(attempt, verdict)
+
+    def _park(self, wake_at: float) -> None:
+        """A durable task's long sleep: hand the task back to the queue until ``wake_at``.
+
+        ``-> retry_wait`` (``runtime:sleeping``), then ``-> queued``
+        (``runtime:parked``) with no owner and the wake-up time as its earliest
+        start, so any worker that serves it claims it then and replays it. The
+        host lets go of the run once that is durable: a parked task costs a
+        row, no slot, no memory here.
+        """
+        until = to_datetime(wake_at)
+        self._move(RETRY_WAIT, Trigger.SLEEPING, reason=f"until {until.isoformat()}")
+        stored = self.adopted
+        if stored is not None:
+            self.adopted = dataclasses.replace(stored, not_before=until, owner=None)
+        self.owner = None
+        self._move(QUEUED, Trigger.PARKED, reason=f"claimable from {until.isoformat()}")
+        self.host.park(self)
 
     def _record_failure(self, attempt: Attempt, verdict: Verdict) -> None:
         failure = verdict.failure

@@ -6,7 +6,20 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-__all__ = ["EffectInfo", "StepJournal"]
+__all__ = ["EffectInfo", "ParkRequest", "StepJournal"]
+
+
+class ParkRequest(BaseException):
+    """Raised by a durable task's long sleep: end this attempt, queue the task until ``wake_at``.
+
+    Internal: the attempt turns it into a *parked* verdict (no carrier, no
+    slot until the wake-up time). A ``BaseException`` so ``except Exception``
+    in the task does not stop it on its way out.
+    """
+
+    def __init__(self, wake_at: float) -> None:
+        self.wake_at = wake_at
+        super().__init__(f"parked until {wake_at}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,6 +41,9 @@ class StepJournal(Protocol):
 
     @property
     def replaying(self) -> bool: ...
+
+    #: Whether this attempt may park (end, and come back at a wake-up time).
+    parkable: bool
 
     @property
     def epoch(self) -> int:
