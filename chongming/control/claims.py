@@ -44,7 +44,6 @@ class ClaimLoop:
         adopt: Callable[[list[TaskSnapshot]], Awaitable[None]],
         poll_interval: float,
         batch: int = 128,  # a claim is a round trip: many tasks per trip
-        depth: int = 2,
         exclude_tags: Callable[[], Collection[str]] | None = None,
         start_at: Callable[[], datetime | None] | None = None,
         adopt_started: Callable[[list[ClaimedTask]], Awaitable[None]] | None = None,
@@ -65,7 +64,6 @@ class ClaimLoop:
         self._task: asyncio.Task[None] | None = None
         #: Claims in flight (each adopts what it took before it ends) -> the room it asked for.
         self._inflight: dict[asyncio.Future[int], int] = {}
-        self._depth = depth
         self._hint: asyncio.Task[None] | None = None
         self.claimed = 0
 
@@ -108,36 +106,42 @@ class ClaimLoop:
         wake = self._wake
         assert wake is not None
         backoff = self._poll
-        more = True  # the last claim took all it asked for: the queue may hold more
+        more = True  # the last answer held all it asked for: the queue may hold more
+        asking: asyncio.Future[int | None] | None = None  # the answer of the claim out now
+        asked = 0  # the room that claim asked for
         while True:
             if not more and not self._inflight:
                 if await self._idle(wake) is _CLOSED:
                     return
                 more = True
             wake.clear()
-            # A second claim goes out before the first is answered only while there is
-            # more to take: the store works on it while this process adopts the first.
-            while len(self._inflight) < (self._depth if more else 1):
-                room = min(self._free_slots() - sum(self._inflight.values()), self._batch)
-                if room <= 0:
-                    break
-                self._inflight[asyncio.ensure_future(self._claim(room))] = room
+            # One claim out at a time (a worker's claims stay in order), but the next goes
+            # out as soon as one is answered: the store works on it while this process
+            # adopts what the last one took.
+            if asking is None and (more or not self._inflight):
+                asked = min(self._free_slots() - sum(self._inflight.values()), self._batch)
+                if asked > 0:
+                    asking = asyncio.get_running_loop().create_future()
+                    self._inflight[asyncio.ensure_future(self._claim(asked, asking))] = asked
             if not self._inflight:  # no free slot: until one frees (or a poll)
                 if await self._idle(wake) is _CLOSED:
                     return
                 continue
             woken: asyncio.Future[Any] = asyncio.ensure_future(wake.wait())
             waiting: set[asyncio.Future[Any]] = {woken, *self._inflight}
+            if asking is not None:
+                waiting.add(asking)
             try:
                 done, _ = await asyncio.wait(waiting, return_when=FIRST_COMPLETED)
             finally:
                 woken.cancel()
-            for claim in list(self._inflight):
-                if claim not in done:
-                    continue
-                room = self._inflight.pop(claim)
+            if asking is not None and asking.done():
+                more = asking.result() == asked
+                asking = None
+            for claim in [claim for claim in self._inflight if claim in done]:
+                del self._inflight[claim]
                 try:
-                    claimed = claim.result()
+                    claim.result()
                 except StoreClosed:
                     return
                 except StoreError as error:
@@ -147,7 +151,6 @@ class ClaimLoop:
                     more = True  # look again after the backoff
                     continue
                 backoff = self._poll
-                more = claimed == room
 
     async def _idle(self, wake: asyncio.Event) -> object:
         """Until a local wake, a store hint (PostgreSQL NOTIFY on enqueue) or the poll interval."""
@@ -168,35 +171,48 @@ class ClaimLoop:
             woken.cancel()
         return None
 
-    async def _claim(self, room: int) -> int:
-        """One claim and the adoption of everything it took (never cut in half); how many."""
-        serves = self._serves()
-        if not serves:
-            return 0
-        excluded = () if self._exclude_tags is None else self._exclude_tags()
-        at = None if self._start_at is None else self._start_at()
-        store, owner, buckets = self._store, self._owner, self._buckets
-        adopted: Awaitable[None] | None = None
-        if at is not None and self._adopt_started is not None:
-            started = await store.claim_started(
-                owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded, at=at
-            )
-            count = len(started)
-            if started:
-                adopted = self._adopt_started(started)
-        else:
-            claimed = await store.claim(
-                owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded
-            )
-            count = len(claimed)
-            if claimed:
-                adopted = self._adopt(claimed)
-        if adopted is not None:
+    async def _claim(self, room: int, answered: asyncio.Future[int | None]) -> int:
+        """One claim and the adoption of everything it took (never cut in half); how many.
+
+        ``answered`` gets the count as soon as the store answers (``None`` if it
+        failed), before the adoption, so the next claim can go out meanwhile.
+        """
+        try:
+            plain, started = await self._take(room)
+        except BaseException:
+            answered.set_result(None)
+            raise
+        count = len(plain) + len(started)
+        answered.set_result(count)
+        if count:
+            await asyncio.sleep(0)  # the next claim goes out first (see _claim_forever)
             try:
-                await adopted
+                if started:
+                    assert self._adopt_started is not None
+                    await self._adopt_started(started)
+                else:
+                    await self._adopt(plain)
             except StoreError:
                 raise
             except Exception:
                 _log.exception("adopting %d claimed tasks failed", count)
         self.claimed += count
         return count
+
+    async def _take(self, room: int) -> tuple[list[TaskSnapshot], list[ClaimedTask]]:
+        """The store's claim (plain, or started in the same step when ``start_at`` says now)."""
+        serves = self._serves()
+        if not serves:
+            return [], []
+        excluded = () if self._exclude_tags is None else self._exclude_tags()
+        at = None if self._start_at is None else self._start_at()
+        store, owner, buckets = self._store, self._owner, self._buckets
+        if at is not None and self._adopt_started is not None:
+            started = await store.claim_started(
+                owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded, at=at
+            )
+            return [], started
+        plain = await store.claim(
+            owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded
+        )
+        return plain, []

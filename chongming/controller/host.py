@@ -104,7 +104,7 @@ class ControllerHost:
         if task_id in self._runs:
             raise DuplicateTask(task_id)
         self._runs[task_id] = run
-        self._counts[TaskStatus.PENDING] += 1
+        self._counts[run.status] += 1  # pending, or queued / starting for a claimed task
         if self.observer is not None:
             self.observer.registered(run)
 

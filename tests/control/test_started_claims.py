@@ -65,9 +65,11 @@ async def test_an_unlimited_worker_claims_tasks_started_in_one_step(
     async with Controller(store=db, owner="client") as client:
         queued = [await client.enqueue("record", f"t{n}", task_id=f"t-{n}") for n in range(6)]
         calls = _count_claims(monkeypatch)
-        async with _worker(db, max_parallel=4):
+        async with _worker(db, max_parallel=4) as worker:
             finals = [await task.wait(timeout=20) for task in queued]
+            counts = (await worker.stats()).by_status
         monkeypatch.undo()
+        assert counts == {"succeeded": 6}  # claimed at starting, counted from there
         assert [f.status for f in finals] == [TaskStatus.SUCCEEDED] * 6
         assert [f.result for f in finals] == [f"T{n}" for n in range(6)]
         assert calls["claim_started"] >= 2

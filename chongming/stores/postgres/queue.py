@@ -1,11 +1,14 @@
 """The work queue on PostgreSQL: enqueue once per idempotency key, claim with SKIP LOCKED.
 
-Enqueue is one short transaction. The key row goes in first with ``ON
+An enqueue is one short transaction. The key row goes in first with ``ON
 CONFLICT DO NOTHING``: a conflict never aborts the transaction, and an
 insert racing an uncommitted twin waits for it, so when the twin rolls back
 this one gets the key and exactly one task exists. The stored digest of the
 input (name, version, arguments) decides between "the same task" and
-:class:`IdempotencyConflict` on that path too.
+:class:`IdempotencyConflict` on that path too. Concurrent enqueues share
+that transaction and its one statement (group commit, enqueues.py); what a
+batch cannot decide runs here one by one, so the answers are the same. An
+enqueue inside the caller's transaction (``connection=``) runs alone in it.
 
 Claims are in :mod:`chongming.stores.postgres.claims`. :class:`QueueMethods`
 gives the store the port's queue methods.
@@ -13,6 +16,7 @@ gives the store the port's queue methods.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,6 +34,12 @@ from chongming.stores.identity import IdentityCache
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.claims import Claims
 from chongming.stores.postgres.driver import is_connection_error, translating
+from chongming.stores.postgres.enqueues import (
+    EnqueueBatcher,
+    Pending,
+    batch_arguments,
+    batch_insert_sql,
+)
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
 from chongming.stores.queue import ClaimedTask, Enqueued, Serves, check_enqueued, input_digest
@@ -57,6 +67,22 @@ def _insert_task(schema: str) -> str:
         " ON CONFLICT (task_id) DO NOTHING RETURNING task_id)"
         f" SELECT task_id, pg_notify(${notify}, '') FROM inserted"
     )
+
+
+class _TakenId(Exception):
+    """A batch met a taken task id whose key was free: it is rolled back and run one by one."""
+
+
+def _settle(
+    pending: Pending, result: Enqueued | None = None, *, error: BaseException | None = None
+) -> None:
+    future = pending.future
+    if future is None or future.done():
+        return  # its caller stopped waiting
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 class WorkQueue:
@@ -95,6 +121,8 @@ class WorkQueue:
         )
         self._get_task = f"SELECT {_SELECT} FROM {schema}.tasks WHERE task_id = $1"
         self.claims = Claims(schema, read=read, once=once, fail=fail)
+        self._insert_batch = batch_insert_sql(schema)
+        self._batcher = EnqueueBatcher(self._run_batch)
         self._release = (
             f"UPDATE {schema}.tasks SET owner = NULL WHERE task_id = $1 AND owner = $2"
             " AND status = 'queued' AND status_version = $3 RETURNING task_id"
@@ -113,29 +141,58 @@ class WorkQueue:
         connection: object | None = None,
     ) -> Enqueued:
         check_enqueued(snapshot)
-        params = rows.encode(rows.full_params, snapshot, self._limit)
-        transition_rows = rows.transition_rows(transitions, snapshot.task_id)
-        digest = input_digest(snapshot)
-        key = snapshot.idempotency_key
-        what = f"enqueueing task {snapshot.task_id!r}"
+        pending = Pending(
+            task_id=snapshot.task_id,
+            key=snapshot.idempotency_key,
+            digest=input_digest(snapshot),
+            params=rows.encode(rows.full_params, snapshot, self._limit),
+            transitions=rows.transition_rows(transitions, snapshot.task_id),
+        )
+        if connection is not None:
+            what = f"enqueueing task {snapshot.task_id!r}"
+            return await self._in_callers_transaction(connection, self._work(pending), what)
+        result: Enqueued = await self._batcher.submit(pending)
+        return result
+
+    def _work(self, pending: Pending) -> Callable[[Any], Awaitable[Enqueued]]:
+        """The single-task enqueue: one transaction on ``conn``."""
+        task_id, key, digest = pending.task_id, pending.key, pending.digest
 
         async def work(conn: Any) -> Enqueued:
             async with conn.transaction():
                 if (
                     key is not None
-                    and await conn.fetchval(self._insert_key, key, snapshot.task_id, digest) is None
+                    and await conn.fetchval(self._insert_key, key, task_id, digest) is None
                 ):
                     return await self._twin(conn, key, digest)
-                if await conn.fetchval(self._insert_task, *params, self._channel) is None:
-                    raise DuplicateTaskId(snapshot.task_id)
-                if transition_rows:
-                    await conn.executemany(self._insert_transition, transition_rows)
-                stored = await conn.fetchrow(self._get_task, snapshot.task_id)
+                if await conn.fetchval(self._insert_task, *pending.params, self._channel) is None:
+                    raise DuplicateTaskId(task_id)
+                if pending.transitions:
+                    await conn.executemany(self._insert_transition, pending.transitions)
+                stored = await conn.fetchrow(self._get_task, task_id)
             return Enqueued(snapshot=rows.snapshot_from_row(stored), created=True)
 
-        if connection is not None:
-            return await self._in_callers_transaction(connection, work, what)
+        return work
+
+    async def _alone(self, pending: Pending, *, unknown: bool) -> Enqueued:
+        """One enqueue by itself, with retries; ``unknown``: it may have been written already."""
+        what = f"enqueueing task {pending.task_id!r}"
+        work = self._work(pending)
         for _ in range(self._attempts):
+            if unknown:
+                # The outcome is unknown: ours if the row is there with our input.
+                stored = await self._read(
+                    what, lambda c: c.fetchrow(self._get_task, pending.task_id)
+                )
+                if stored is not None:
+                    found = rows.snapshot_from_row(stored)
+                    if (
+                        input_digest(found) == pending.digest
+                        and found.idempotency_key == pending.key
+                    ):
+                        return Enqueued(snapshot=found, created=True)
+                    if pending.key is None:
+                        raise DuplicateTaskId(pending.task_id)
             try:
                 result: Enqueued = await self._once(what, work)
                 return result
@@ -144,15 +201,62 @@ class WorkQueue:
             except Exception as error:
                 if not is_connection_error(error):
                     self._fail(error, what)
-            # The outcome is unknown: ours if the row is there with our input.
-            stored = await self._read(what, lambda c: c.fetchrow(self._get_task, snapshot.task_id))
-            if stored is not None:
-                found = rows.snapshot_from_row(stored)
-                if input_digest(found) == digest and found.idempotency_key == key:
-                    return Enqueued(snapshot=found, created=True)
-                if key is None:
-                    raise DuplicateTaskId(snapshot.task_id)
+            unknown = True
         raise StoreUnavailable(f"{what}: the connection kept failing; it was not written")
+
+    async def _run_batch(self, batch: list[Pending]) -> None:
+        """Write ``batch`` in one transaction and answer every caller (see enqueues.py)."""
+        what = f"enqueueing {len(batch)} tasks"
+        arguments = batch_arguments(batch, self._channel)
+
+        async def work(conn: Any) -> list[Any]:
+            async with conn.transaction():
+                found: list[Any] = await conn.fetch(self._insert_batch, *arguments)
+                if any(row["keyed"] and not row["created"] for row in found):
+                    raise _TakenId  # a key would point at someone else's task: undo it all
+            return found
+
+        try:
+            found = await self._once(what, work)
+        except _TakenId:
+            await self._each_alone(batch, unknown=False)
+            return
+        except StoreError as error:
+            for pending in batch:
+                _settle(pending, error=error)
+            return
+        except Exception as error:
+            await self._each_alone(batch, unknown=is_connection_error(error))
+            return
+        twins = []
+        for pending, row in zip(batch, found, strict=True):
+            if row["created"]:
+                _settle(pending, Enqueued(snapshot=rows.snapshot_from_row(row), created=True))
+            elif pending.key is None:
+                _settle(pending, error=DuplicateTaskId(pending.task_id))
+            else:
+                twins.append(pending)
+        for pending in twins:  # after the commit: the key's holder is stored
+            try:
+                twin = await self._read(what, self._twin_of(pending))
+            except Exception as error:
+                _settle(pending, error=error)
+            else:
+                _settle(pending, twin)
+
+    def _twin_of(self, pending: Pending) -> Callable[[Any], Awaitable[Enqueued]]:
+        key = pending.key
+        assert key is not None
+        return lambda conn: self._twin(conn, key, pending.digest)
+
+    async def _each_alone(self, batch: list[Pending], *, unknown: bool) -> None:
+        async def one(pending: Pending) -> None:
+            try:
+                _settle(pending, await self._alone(pending, unknown=unknown))
+            except Exception as error:
+                _settle(pending, error=error)
+
+        await asyncio.gather(*(one(pending) for pending in batch))
 
     async def _in_callers_transaction(
         self, connection: object, work: Callable[[Any], Awaitable[Enqueued]], what: str
@@ -224,8 +328,11 @@ class WorkQueue:
         """Return when a task may have been enqueued (a hint: claim afterwards)."""
         await self._listener.wait()
 
-    async def close(self) -> None:
-        await self._listener.close()
+    async def close(self, grace: float = 10.0) -> None:
+        try:
+            await self._batcher.close(grace)
+        finally:
+            await self._listener.close()
 
 
 class QueueMethods:

@@ -1,0 +1,225 @@
+"""Group commit for enqueues on PostgreSQL: concurrent enqueues share one statement.
+
+Callers hand over a checked, encoded :class:`Pending` enqueue and await its
+answer. One server task takes everything queued so far (each task id at most
+once per batch) and writes it in one transaction: one statement inserts the
+idempotency keys (``ON CONFLICT DO NOTHING``, which waits for an uncommitted
+twin exactly like a single insert does), the tasks whose key it got or that
+have none, their transitions, and notifies idle workers at commit. A lone
+enqueue waits for nobody; under load the batch grows with it.
+
+What the statement cannot decide alone is left to the single-task path
+(:class:`WorkQueue`'s), so every caller gets the same answer either way:
+
+- a key that was taken (a twin, possibly in the same batch): after the
+  commit, the stored key decides between "the same task" and
+  :class:`IdempotencyConflict`;
+- a task id already taken while its key was free: the whole batch rolls back
+  and each enqueue runs alone (no key may point at someone else's task);
+- any failure of the batch: each enqueue runs alone, after a connection error
+  first asking the store whether it was written (the batch may have
+  committed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from chongming.errors import StoreClosed
+from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
+
+__all__ = ["EnqueueBatcher", "Pending", "batch_arguments", "batch_insert_sql"]
+
+_TRANSITIONS = (
+    ("version", "int"),
+    ("from_status", "text"),
+    ("to_status", "text"),
+    ("at", "timestamptz"),
+    ("trigger", "text"),
+    ("actor", "text"),
+    ("reason", "text"),
+    ("attempt", "int"),
+)
+
+
+@dataclasses.dataclass(slots=True, kw_only=True)
+class Pending:
+    """One enqueue, checked and encoded: the task row, its transitions, key and digest."""
+
+    task_id: str
+    key: str | None
+    digest: str
+    params: Sequence[Any]
+    transitions: Sequence[tuple[Any, ...]]
+    future: asyncio.Future[Any] | None = None
+
+
+def batch_insert_sql(schema: str) -> str:
+    """The statement of one batch; one row per enqueue, by ordinal.
+
+    Each row: the task columns as stored (NULL when not created), then
+    ``created`` (this statement inserted the task) and ``keyed`` (it inserted
+    the key).
+    """
+    columns = [*((name, "jsonb" if name == "tags" else kind) for name, kind in SNAPSHOT_COLUMNS)]
+    columns += [("idempotency_key_in", "text"), ("digest", "text")]
+    arrays = ", ".join(f"${i + 1}::{kind}[]" for i, (_, kind) in enumerate(columns))
+    aliases = ", ".join(name for name, _ in columns)
+    names = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
+    values = ", ".join(
+        "ARRAY(SELECT jsonb_array_elements_text(i.tags))" if name == "tags" else f"i.{name}"
+        for name, _ in SNAPSHOT_COLUMNS
+    )
+    first = len(columns) + 1
+    steps = ", ".join(
+        [f"${first}::bigint[]"]
+        + [f"${first + 1 + i}::{kind}[]" for i, (_, kind) in enumerate(_TRANSITIONS)]
+    )
+    step_names = ", ".join(name for name, _ in _TRANSITIONS)
+    notify = first + 1 + len(_TRANSITIONS)
+    returned = ", ".join(f"t.{name}" for name, _ in SNAPSHOT_COLUMNS)
+    return f"""
+WITH input AS (
+    SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({aliases}, ord)
+), keyed AS (
+    INSERT INTO {schema}.idempotency_keys (idempotency_key, task_id, digest)
+    SELECT idempotency_key_in, task_id, digest FROM input WHERE idempotency_key_in IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING task_id
+), inserted AS (
+    INSERT INTO {schema}.tasks ({names})
+    SELECT {values} FROM input AS i
+    WHERE i.idempotency_key_in IS NULL OR i.task_id IN (SELECT task_id FROM keyed)
+    ON CONFLICT (task_id) DO NOTHING
+    RETURNING *
+), recorded AS (
+    INSERT INTO {schema}.transitions (task_id, {step_names})
+    SELECT i.task_id, {", ".join(f"tr.{name}" for name, _ in _TRANSITIONS)}
+    FROM unnest({steps}) AS tr(ord, {step_names})
+    JOIN input AS i ON i.ord = tr.ord
+    WHERE i.task_id IN (SELECT task_id FROM inserted)
+    ON CONFLICT DO NOTHING
+), notified AS (
+    SELECT pg_notify(${notify}, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_inserted
+)
+SELECT {returned}, i.ord, t.task_id IS NOT NULL AS created,
+       i.task_id IN (SELECT task_id FROM keyed) AS keyed,
+       (SELECT count(*) FROM notified) AS notified
+FROM input AS i LEFT JOIN inserted AS t ON t.task_id = i.task_id
+ORDER BY i.ord
+"""
+
+
+def batch_arguments(batch: Sequence[Pending], channel: str) -> list[Any]:
+    """The arrays of :func:`batch_insert_sql` for ``batch`` (task ids unique in it)."""
+    width = len(SNAPSHOT_COLUMNS)
+    arrays: list[list[Any]] = [[] for _ in range(width + 2 + 1 + len(_TRANSITIONS))]
+    columns = arrays[:width]
+    keys, digests = arrays[width], arrays[width + 1]
+    ords = arrays[width + 2]
+    steps = arrays[width + 3 :]
+    for ordinal, pending in enumerate(batch, start=1):
+        for array, value in zip(columns, pending.params, strict=True):
+            array.append(value)
+        keys.append(pending.key)
+        digests.append(pending.digest)
+        for record in pending.transitions:
+            ords.append(ordinal)
+            for array, value in zip(steps, record[1:], strict=True):
+                array.append(value)
+    return [*arrays, channel]
+
+
+Run = Callable[[list[Pending]], Awaitable[None]]
+
+
+class EnqueueBatcher:
+    """Batches enqueues; started on first use, drained by ``close``."""
+
+    def __init__(self, run: Run, *, max_batch: int = 500) -> None:
+        self._run = run  # settles every future of the batch it is given
+        self._max_batch = max_batch
+        self._queue: asyncio.Queue[Pending | None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def submit(self, pending: Pending) -> Any:
+        """Enqueue in the next batch. Cancelled while queued: dropped; in flight: may commit."""
+        if self._closing:
+            raise StoreClosed("PostgresTaskStore")
+        loop = asyncio.get_running_loop()
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._task = loop.create_task(self._serve(self._queue), name="chongming-pg-enqueues")
+        pending.future = loop.create_future()
+        self._queue.put_nowait(pending)
+        return await pending.future
+
+    async def close(self, grace: float) -> None:
+        """Finish what is queued (up to ``grace`` seconds), then stop; the rest is refused."""
+        self._closing = True
+        task, queue = self._task, self._queue
+        self._task = None
+        if task is None or queue is None:
+            return
+        queue.put_nowait(None)  # after everything queued so far
+        done, _ = await asyncio.wait([task], timeout=grace)
+        if not done:
+            task.cancel()
+            await asyncio.wait([task])
+        while not queue.empty():
+            left = queue.get_nowait()
+            if left is not None and left.future is not None and not left.future.done():
+                left.future.set_exception(StoreClosed("PostgresTaskStore"))
+
+    async def _serve(self, queue: asyncio.Queue[Pending | None]) -> None:
+        held: list[Pending] = []  # a repeated task id waits for the next batch
+        stop = False
+        while held or not stop:
+            if not held:
+                first = await queue.get()
+                if first is None:
+                    return
+                held.append(first)
+            batch: list[Pending] = []
+            ids: set[str] = set()
+            later: list[Pending] = []
+            for pending in held:
+                self._place(pending, batch, ids, later)
+            while len(batch) < self._max_batch and not stop and not queue.empty():
+                item = queue.get_nowait()
+                if item is None:
+                    stop = True
+                else:
+                    self._place(item, batch, ids, later)
+            held = later
+            if batch:
+                await self._send(batch)
+
+    async def _send(self, batch: list[Pending]) -> None:
+        try:
+            await self._run(batch)
+        except asyncio.CancelledError:
+            for pending in batch:
+                if pending.future is not None and not pending.future.done():
+                    pending.future.cancel()
+            raise
+        except Exception as error:  # a bug: never leave a caller waiting
+            for pending in batch:
+                if pending.future is not None and not pending.future.done():
+                    pending.future.set_exception(error)
+
+    def _place(
+        self, pending: Pending, batch: list[Pending], ids: set[str], later: list[Pending]
+    ) -> None:
+        future = pending.future
+        if future is None or future.done():
+            return  # its caller gave up before it was sent
+        if pending.task_id in ids or len(batch) >= self._max_batch:
+            later.append(pending)
+            return
+        ids.add(pending.task_id)
+        batch.append(pending)
