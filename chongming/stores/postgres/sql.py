@@ -143,7 +143,8 @@ def _patch_statement(s: str) -> str:
 
     A patch carries the mutable columns and the transitions; the task id of a
     transition comes from its write (by ordinal). Same output as the general
-    statement: one row per write, in order.
+    statement: one row per write, in order (``current`` is read only for a
+    write that did not apply: nobody needs it otherwise).
     """
     columns = [("task_id", "text"), ("expect", "int")] + [
         (name, kind) for name, kind in SNAPSHOT_COLUMNS if name in _MUTABLE
@@ -173,10 +174,11 @@ WITH input AS (
     ON CONFLICT (task_id, version) DO NOTHING
     RETURNING 1
 )
-SELECT i.ord,
-       COALESCE(i.task_id IN (SELECT task_id FROM patched), false) AS applied,
-       t.status_version AS current
-FROM input AS i LEFT JOIN {s}.tasks AS t ON t.task_id = i.task_id
+SELECT i.ord, p.task_id IS NOT NULL AS applied,
+       CASE WHEN p.task_id IS NULL THEN
+           (SELECT t.status_version FROM {s}.tasks AS t WHERE t.task_id = i.task_id)
+       END AS current
+FROM input AS i LEFT JOIN patched AS p ON p.task_id = i.task_id
 ORDER BY i.ord
 """
 
