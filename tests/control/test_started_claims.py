@@ -217,3 +217,29 @@ async def test_a_start_timeout_still_holds_for_a_started_claim_waiting_for_a_slo
     assert final.status is TaskStatus.FAILED
     assert final.failure is not None
     assert final.failure.kind.value == "timeout_start"
+
+
+async def test_a_dead_workers_started_claim_is_recorded_lost_never_run_again(
+    tmp_path: Path,
+) -> None:
+    from datetime import UTC, datetime
+
+    from chongming.stores.nodes import NodeInfo
+
+    db = tmp_path / "q.db"
+    async with SqliteTaskStore(db) as store, Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("record", "r", task_id="started")
+        dead = NodeInfo(
+            owner="dead-worker", incarnation="i-1", host="h", pid=1, version="0", num_buckets=64
+        )
+        await store.register_node(dead, ttl_seconds=0.2)
+        [claimed] = await store.claim_started(
+            "dead-worker", serves={"record": (None,)}, limit=1, at=datetime.now(UTC)
+        )
+        assert claimed.snapshot.status is TaskStatus.STARTING
+        while any(node.live for node in await store.nodes()):
+            await asyncio.sleep(0.05)  # the worker "died" before launching it
+        report = await client.reconcile()
+        assert [(e.task_id, e.outcome.value) for e in report.entries] == [("started", "lost")]
+        final = await queued.get()
+        assert final.status is TaskStatus.LOST  # it may have begun: nobody runs it again
