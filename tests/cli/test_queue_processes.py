@@ -81,7 +81,8 @@ async def test_a_rolling_restart_under_load_loses_nothing_and_runs_nothing_twice
             await asyncio.to_thread(_Lines(worker).next)
         async with Controller(store=db, owner="client") as client:
             queued = [
-                await client.enqueue("mark", str(ledger), f"k-{n:03d}", seconds=0.05)
+                # Slow enough that the first generation cannot drain it all before the restarts.
+                await client.enqueue("mark", str(ledger), f"k-{n:03d}", seconds=0.15)
                 for n in range(240)
             ]
             store = client.store

@@ -362,19 +362,19 @@ async def test_a_long_sleep_parks_the_task_off_its_slot_and_it_comes_back(tmp_pa
     woke: list[int] = []
 
     async def long_nap(ctx: Any) -> str:
-        await ctx.sleep("nap", 5.2)  # past PARK_AFTER: the task parks
+        await ctx.sleep("nap", 6.0)  # past PARK_AFTER: the task parks
         woke.append(ctx.attempt)
         return "rested"
 
     db = tmp_path / "q.db"
     async with Controller(store=db, owner="client") as client:
-        queued = [await client.enqueue("long_nap", task_id=f"p-{n}") for n in range(20)]
+        queued = [await client.enqueue("long_nap", task_id=f"p-{n}") for n in range(8)]
         worker = _worker(db, max_parallel=2)
         worker.register("long_nap", long_nap, durable=True)
         async with worker:
             store = worker.store
             assert store is not None
-            # Twenty tasks, two slots: they all get to sleep, because a parked one holds none.
+            # Eight tasks, two slots: they all get to sleep, because a parked one holds none.
             while True:
                 parked = [await q.get() for q in queued]
                 if all(s.status is TaskStatus.QUEUED and s.not_before for s in parked):
@@ -385,8 +385,8 @@ async def test_a_long_sleep_parks_the_task_off_its_slot_and_it_comes_back(tmp_pa
             assert stats.total == 0  # let go: a parked task costs a row, no memory here
             finals = [await q.wait(timeout=30) for q in queued]
         history = await client.history("p-0")
-    assert [f.status for f in finals] == [TaskStatus.SUCCEEDED] * 20
-    assert sorted(woke) == [2] * 20  # each came back as a second attempt, after its wake time
+    assert [f.status for f in finals] == [TaskStatus.SUCCEEDED] * 8
+    assert sorted(woke) == [2] * 8  # each came back as a second attempt, after its wake time
     steps = [(t.from_status.value, t.to_status.value, t.trigger) for t in history]
     assert ("running", "retry_wait", "runtime:sleeping") in steps
     assert ("retry_wait", "queued", "runtime:parked") in steps
