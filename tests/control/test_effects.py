@@ -140,3 +140,16 @@ async def test_a_replaced_attempt_commits_nothing(tmp_path: Path) -> None:
     assert seen == ["FencingError"]
     assert final.status is TaskStatus.FAILED
     assert await asyncio.to_thread(_charges, db) == []  # the commit never ran
+
+
+async def test_an_async_commit_on_sqlite_is_refused_with_the_reason(tmp_path: Path) -> None:
+    async def async_commit(conn: object, result: object) -> None:
+        return None
+
+    async def commits_async(ctx: Any) -> Any:
+        return await ctx.effect("charge:1", charge, 1, commit=async_commit)
+
+    final = await _run(tmp_path / "q.db", "commits_async", commits_async, "a-1")
+    assert final.status is TaskStatus.FAILED
+    assert final.failure is not None
+    assert "pass a plain function, not a coroutine function" in final.failure.message

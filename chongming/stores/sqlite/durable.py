@@ -7,6 +7,7 @@ and the insert of the step are one step no other process can come between.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sqlite3
 from collections.abc import Collection, Iterable, Sequence
@@ -172,7 +173,15 @@ def _finish_effect(
     try:
         if commit is not None:
             try:
-                commit(conn, result)
+                outcome = commit(conn, result)
+                if inspect.isawaitable(outcome):
+                    close = getattr(outcome, "close", None)
+                    if close is not None:
+                        close()  # never awaited: say so instead of a warning
+                    raise TypeError(
+                        "on SQLite the commit runs on the store's writer thread with a "
+                        "sqlite3.Connection: pass a plain function, not a coroutine function"
+                    )
             except Exception as error:
                 raise CommitFailed(op_key, error) from error
         conn.execute(
