@@ -24,6 +24,8 @@ __all__ = ["Checkpoint", "TaskContext"]
 _TASK_LOGGER = logging.getLogger("chongming.task")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _NO_UPSTREAM: Mapping[str, JsonValue] = MappingProxyType({})
+#: Step names the runtime records under (``wait_for_fact`` and ``sleep``).
+_RESERVED_STEPS = ("fact:", "sleep:")
 
 
 class Checkpoint:
@@ -122,6 +124,11 @@ class TaskContext:
                 "on a controller with a store"
             )
         journal.check_fenced()
+        if isinstance(name, str) and name.startswith(_RESERVED_STEPS):
+            raise ConfigurationError(
+                f"step name {name!r}: names starting with 'fact:' or 'sleep:' are the "
+                "runtime's own (wait_for_fact and sleep record under them)"
+            )
         if self._signals.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
         return await journal.step(name, fn, args, kwargs)

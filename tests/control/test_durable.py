@@ -390,3 +390,19 @@ async def test_a_long_sleep_parks_the_task_off_its_slot_and_it_comes_back(tmp_pa
     steps = [(t.from_status.value, t.to_status.value, t.trigger) for t in history]
     assert ("running", "retry_wait", "runtime:sleeping") in steps
     assert ("retry_wait", "queued", "runtime:parked") in steps
+
+
+async def test_step_names_of_the_runtime_are_refused(tmp_path: Path) -> None:
+    async def impostor(ctx: Any) -> None:
+        await ctx.step("sleep:nap", fetch, 1)
+
+    db = tmp_path / "q.db"
+    async with Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("impostor", task_id="i-1")
+        worker = _worker(db)
+        worker.register("impostor", impostor, durable=True)
+        async with worker:
+            final = await queued.wait(timeout=20)
+    assert final.failure is not None
+    assert "names starting with 'fact:' or 'sleep:' are the runtime's own" in final.failure.message
+    assert RAN == {}
