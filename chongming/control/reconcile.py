@@ -148,16 +148,28 @@ def lost_write(
     snapshot: TaskSnapshot, *, at: datetime, actor: str, reason: str | None, detail: str
 ) -> tuple[TaskSnapshot, Transition]:
     """The snapshot and transition that record ``status -> lost`` after a dead owner."""
-    failure = Failure(kind=FailureKind.LOST, message=detail, retryable=False)
-    moved, transition = apply_transition(
+    return _lost_attempt(snapshot, TaskStatus.LOST, detail, False, at, actor, reason)
+
+
+def _lost_attempt(
+    snapshot: TaskSnapshot,
+    target: TaskStatus,
+    message: str,
+    retryable: bool,
+    at: datetime,
+    actor: str,
+    reason: str | None,
+) -> tuple[TaskSnapshot, Transition]:
+    """``-> target`` by ``reconcile:lease_expired``, with a ``lost`` failure saying why."""
+    failure = Failure(kind=FailureKind.LOST, message=message, retryable=retryable)
+    return apply_transition(
         dataclasses.replace(snapshot, failure=failure),
-        TaskStatus.LOST,
+        target,
         trigger=Trigger.LEASE_EXPIRED,
         at=at,
         actor=actor,
-        reason=reason or detail,
+        reason=reason or message,
     )
-    return moved, transition
 
 
 #: Where a lost durable attempt may hand its task back (the table allows ``-> retry_wait``).
@@ -189,26 +201,12 @@ def resume_write(
             f"{detail}; gave up after {resumes} resumes (max_resumes={max_resumes}): "
             "every attempt's worker died"
         )
-        failure = Failure(kind=FailureKind.LOST, message=message, retryable=False)
-        failed, transition = apply_transition(
-            dataclasses.replace(snapshot, failure=failure),
-            TaskStatus.FAILED,
-            trigger=Trigger.LEASE_EXPIRED,
-            at=at,
-            actor=actor,
-            reason=reason or message,
+        failed, transition = _lost_attempt(
+            snapshot, TaskStatus.FAILED, message, False, at, actor, reason
         )
         return failed, (transition,)
     lost = f"attempt {snapshot.attempt} lost: {detail}"
-    failure = Failure(kind=FailureKind.LOST, message=lost, retryable=True)
-    waiting, first = apply_transition(
-        dataclasses.replace(snapshot, failure=failure),
-        TaskStatus.RETRY_WAIT,
-        trigger=Trigger.LEASE_EXPIRED,
-        at=at,
-        actor=actor,
-        reason=reason or lost,
-    )
+    waiting, first = _lost_attempt(snapshot, TaskStatus.RETRY_WAIT, lost, True, at, actor, reason)
     queued, second = apply_transition(
         waiting,
         TaskStatus.QUEUED,

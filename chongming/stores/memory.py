@@ -573,13 +573,7 @@ class InMemoryTaskStore(TaskStore):
     async def record_step(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
         self._check_open()
         checked = check_step(task_id, epoch, step, self._limit)
-        run, task = self._runs.get(task_id), self._tasks.get(task_id)
-        if run is None or task is None:
-            raise StaleEpoch(task_id, epoch, "the task has no durable run")
-        if run.epoch != epoch:
-            raise StaleEpoch(task_id, epoch, f"epoch {run.epoch} holds it now")
-        if not task.status.holds_carrier:
-            raise StaleEpoch(task_id, epoch, f"the task is {task.status} (no attempt holds it)")
+        self._fence(task_id, epoch)
         steps = self._steps.setdefault(task_id, {})
         key = (checked.name, checked.occurrence)
         if key not in steps:

@@ -205,15 +205,7 @@ class DurableOnPostgres:
 
         async def record(conn: Any) -> StepRecord:
             async with conn.transaction():
-                row = await conn.fetchrow(self._fence_sql, task_id)
-                if row is None:
-                    raise StaleEpoch(task_id, epoch, "the task has no durable run")
-                if row["epoch"] != epoch:
-                    raise StaleEpoch(task_id, epoch, f"epoch {row['epoch']} holds it now")
-                if row["status"] not in _CARRIERS:
-                    raise StaleEpoch(
-                        task_id, epoch, f"the task is {row['status']} (no attempt holds it)"
-                    )
+                await self._fence(conn, task_id, epoch)
                 found = await conn.fetchrow(self._find, task_id, checked.name, checked.occurrence)
                 if found is not None:
                     return _step(found)
