@@ -7,6 +7,8 @@ checkpoints but reports no progress) is written ten times less often:
 liveness is judged by node leases, never by heartbeats, so a heartbeat in
 the store is for people reading it, and ten thousand checkpointing tasks
 must not keep the store busy (the lease renewal waits behind those writes).
+Each touch names the run's owner: once another node took the task over, the
+store ignores this node's touches (a zombie's heartbeat never lands).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class ProgressWriter:
                 or written[0] is not state[0]
                 or _beat_due(written[1], state[1], self._heartbeat_every)
             ):
-                due.append((run.task_id, state))
+                due.append((run.task_id, run.owner, state))
                 seen[run.task_id] = state
             else:
                 seen[run.task_id] = written
@@ -82,8 +84,9 @@ class ProgressWriter:
                         task_id,
                         progress=progress,
                         heartbeat=None if beat is None else to_datetime(beat),
+                        owner=owner,
                     )
-                    for task_id, (progress, beat) in chunk
+                    for task_id, owner, (progress, beat) in chunk
                 )
             )
         self.touches += len(due)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import enum
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -209,6 +209,7 @@ class TaskStore(abc.ABC):
         transitions: Sequence[Transition] = (),
         *,
         connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
     ) -> Enqueued:
         """Insert a task any node may claim; once per idempotency key.
 
@@ -226,8 +227,23 @@ class TaskStore(abc.ABC):
         transaction usable) and exists if and only if the caller commits. A
         store that cannot join the caller's transaction raises
         :class:`ConfigurationError`.
+
+        ``trace_carrier``: the enqueuer's trace context (see
+        :func:`~chongming.stores.queue.check_trace_carrier`), written with the
+        task in the same write and handed back at claim
+        (``ClaimedTask.trace_carrier``, :meth:`trace_carriers`); a bad one is
+        refused with :class:`PayloadError`. A task that was not created (an
+        idempotency key's twin) keeps what it was enqueued with.
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (enqueue)")
+
+    async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
+        """The trace carriers stored with these tasks at enqueue (ids without one are absent).
+
+        Read by a worker after a plain :meth:`claim` when it traces. Optional:
+        the default keeps none (attempts then start traces of their own).
+        """
+        return {}
 
     async def claim(
         self,
@@ -425,10 +441,14 @@ class TaskStore(abc.ABC):
         *,
         progress: Progress | None = None,
         heartbeat: datetime | None = None,
+        owner: str | None = None,
     ) -> None:
         """Record progress and/or a heartbeat. Never changes ``status_version``.
 
-        An unknown id is ignored: the hot path must not fail a task.
+        An unknown id is ignored: the hot path must not fail a task. With
+        ``owner``, only while the task's owner is that node: an attempt whose
+        task was taken over elsewhere (a zombie) writes nothing, the same
+        fencing its steps get from the epoch.
         """
 
     # -- commands ------------------------------------------------------------

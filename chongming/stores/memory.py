@@ -323,6 +323,7 @@ class InMemoryTaskStore(TaskStore):
         *,
         progress: Progress | None = None,
         heartbeat: datetime | None = None,
+        owner: str | None = None,
     ) -> None:
         self._check_open()
         encode_progress(progress, self._limit)
@@ -331,6 +332,8 @@ class InMemoryTaskStore(TaskStore):
         current = self._tasks.get(task_id)
         if current is None or (progress is None and heartbeat is None):
             return
+        if owner is not None and current.owner != owner:
+            return  # taken over: a fenced-off attempt writes nothing
         self._tasks[task_id] = dataclasses.replace(
             current,
             progress=current.progress if progress is None else progress,

@@ -68,9 +68,14 @@ class JournalingStore(TaskStore):
         return await self._inner.history(task_id)
 
     async def touch(
-        self, task_id: str, *, progress: Progress | None = None, heartbeat: datetime | None = None
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat: datetime | None = None,
+        owner: str | None = None,
     ) -> None:
-        await self._inner.touch(task_id, progress=progress, heartbeat=heartbeat)
+        await self._inner.touch(task_id, progress=progress, heartbeat=heartbeat, owner=owner)
 
     async def submit_command(self, command: Command) -> None:
         await self._inner.submit_command(command)

@@ -11,6 +11,7 @@ whose commit inserts one row there: exactly once per step, whatever the kills.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -72,6 +73,12 @@ async def five_effects(ctx: TaskContext, ledger: str, table: str, hold: float = 
         try:
             await ctx.effect(f"row:{n}", _slow_effect, ledger, hold, commit=_commit_into(table))
         except FencingError:
+            # A zombie's heartbeat and progress must not land either: report some and
+            # stay alive for many progress intervals before giving up.
+            ctx.progress(99, total=5, message=f"zombie {os.getpid()}")
+            for _ in range(20):
+                await ctx.checkpoint()
+                await asyncio.sleep(0.05)
             _mark(ledger, f"fenced {ctx.task_id}:row:{n} {os.getpid()}", 0)
             raise
     return 5

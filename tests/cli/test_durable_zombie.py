@@ -5,7 +5,8 @@ taking a moment). The test SIGSTOPs A inside the second operation's body;
 A's lease expires, worker B's reconcile resumes the task, and B finishes it.
 Then A is thawed: its operation finishes, and its commit of that operation
 is refused (``FencingError``: a newer epoch holds the task), so it commits no
-business row; its terminal write is refused too (the task moved on). In the
+business row; the progress and heartbeats it goes on reporting do not land
+(its touches name it as the owner), and its terminal write is refused too. In the
 end: the task succeeded on B, one side-table row per operation, and the
 history shows A's attempt lost. Run on SQLite and on PostgreSQL.
 """
@@ -59,7 +60,10 @@ async def test_a_thawed_zombie_commits_nothing_after_takeover(
             assert final.status is TaskStatus.SUCCEEDED
             assert final.owner == "w-b"
             os.kill(a.pid, signal.SIGCONT)  # the zombie wakes up inside operation 1
-            await asyncio.sleep(2.0)  # it finishes the body and tries its commit
+            # It finishes the body, its commit is refused, it reports progress and
+            # heartbeats for a second, then gives up.
+            await _line(ledger, f"fenced z-1:row:1 {a.pid}")
+            await asyncio.sleep(0.5)  # room for a last touch of A's to (not) land
             after = await store.get("z-1")
             history = await store.history("z-1")
             for worker in (a, b):
@@ -76,6 +80,9 @@ async def test_a_thawed_zombie_commits_nothing_after_takeover(
     assert codes == [0, 0]
     assert after is not None
     assert (after.status, after.status_version) == (TaskStatus.SUCCEEDED, final.status_version)
+    # A's touches named it as the owner; B owns the task: none landed.
+    assert after.progress is None or "zombie" not in (after.progress.message or "")
+    assert after.last_heartbeat_at == final.last_heartbeat_at
     assert sorted(rows) == [f"z-1:row:{n}" for n in range(5)]  # one each: A's commit refused
     lost = [t for t in history if t.trigger == Trigger.LEASE_EXPIRED]
     assert [(t.from_status, t.to_status) for t in lost] == [

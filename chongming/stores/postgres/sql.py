@@ -115,6 +115,7 @@ WITH input AS (
         last_heartbeat_at = COALESCE(i.last_heartbeat_at, t.last_heartbeat_at)
     FROM input AS i
     WHERE i.mode = 'touch' AND t.task_id = i.task_id
+        AND (i.owner IS NULL OR t.owner = i.owner)
     RETURNING t.task_id
 ), applied AS (
     SELECT task_id FROM created

@@ -470,12 +470,14 @@ class PostgresTaskStore(ClusterLimitMethods, DurableMethods, QueueMethods, TaskS
         *,
         progress: Progress | None = None,
         heartbeat: datetime | None = None,
+        owner: str | None = None,
     ) -> None:
         if progress is None and heartbeat is None:
             self._check_open()
             return
         params: list[Any] = [None] * len(SNAPSHOT_COLUMNS)
         params[0] = task_id
+        params[rows.COLUMN_INDEX["owner"]] = owner  # NULL: whoever owns it
         params[rows.COLUMN_INDEX["progress"]] = rows.progress_param(progress, self._limit)
         if heartbeat is not None:
             params[rows.COLUMN_INDEX["last_heartbeat_at"]] = check_time(heartbeat, "heartbeat")

@@ -57,6 +57,7 @@ PATCH_TASK = (
 TOUCH_TASK = (
     "UPDATE tasks SET progress = coalesce(?, progress),"
     " last_heartbeat_at = coalesce(?, last_heartbeat_at) WHERE task_id = ?"
+    " AND (?4 IS NULL OR owner = ?4)"
 )
 INSERT_TRANSITION = (
     f"INSERT OR IGNORE INTO transitions ({', '.join(TRANSITION_COLUMNS)})"
@@ -106,6 +107,7 @@ class TouchOp(WriteOp):
     task_id: str
     progress: str | None
     heartbeat: int | None
+    owner: str | None = None
 
 
 @dataclasses.dataclass(slots=True, eq=False, kw_only=True)
@@ -192,7 +194,7 @@ def plan_batch(ops: list[WriteOp], versions: dict[str, int] | None, now_micros: 
         elif isinstance(op, AppendOp):
             transitions.extend(op.transitions)
         elif isinstance(op, TouchOp):
-            row = (op.progress, op.heartbeat, op.task_id)
+            row = (op.progress, op.heartbeat, op.task_id, op.owner)
             phases.add(TOUCH_TASK, op.task_id, row, checked=False)
         elif isinstance(op, CommandOp):
             commands.append(op)

@@ -446,12 +446,14 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         *,
         progress: Progress | None = None,
         heartbeat: datetime | None = None,
+        owner: str | None = None,
     ) -> None:
         op = TouchOp(
             future=self._future(),
             task_id=task_id,
             progress=encode_progress(progress, self._limit),
             heartbeat=None if heartbeat is None else r.to_micros(heartbeat, "heartbeat"),
+            owner=owner,
         )
         await self._write(op)
 

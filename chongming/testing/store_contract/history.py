@@ -89,6 +89,27 @@ class HistoryContract(ContractBase):
             await store.save(queued, expect_version=0, transitions=[transition])
             assert await store.get("t") == queued
 
+    async def test_touch_naming_an_owner_lands_only_while_that_node_owns_the_task(
+        self,
+    ) -> None:
+        async with self._store() as store:
+            snapshot = dataclasses.replace(make_snapshot("t"), owner="node-b")
+            await store.create(snapshot)
+            await store.touch("t", progress=Progress(done=9), heartbeat=T0, owner="node-a")
+            stored = await store.get("t")
+            assert stored is not None
+            assert (stored.progress, stored.last_heartbeat_at) == (None, None)
+            await store.touch("t", progress=Progress(done=1), owner="node-b")
+            stored = await store.get("t")
+            assert stored is not None
+            assert stored.progress == Progress(done=1)
+            unowned = dataclasses.replace(make_snapshot("u"), owner=None)
+            await store.create(unowned)
+            await store.touch("u", heartbeat=T0, owner="node-a")
+            stored = await store.get("u")
+            assert stored is not None
+            assert stored.last_heartbeat_at is None
+
     async def test_touch_of_an_unknown_task_is_ignored(self) -> None:
         async with self._store() as store:
             await store.touch("ghost", progress=Progress(done=1), heartbeat=T0)
