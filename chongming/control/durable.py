@@ -40,8 +40,12 @@ __all__ = ["Journal", "JournalGate"]
 
 _T = TypeVar("_T")
 
-#: A durable sleep this long or longer parks the task (off its slot) on a worker.
+#: A durable sleep this long or longer parks the task (off its slot) on a worker;
+#: so does a wait for a fact unanswered this long, with at least this long left.
 PARK_AFTER = 5.0
+#: A task parked waiting for a fact is claimed again after this long at most, to
+#: look once more: a safety net under the wake that sending the fact causes.
+FACT_RECHECK = 3600.0
 
 _MESSAGE = 2000  # characters of a recorded error message
 
@@ -143,6 +147,7 @@ class Journal:
                 raise NondeterminismError(self.task_id, key, _label(expected))
             self._cursor += 1
             return self._decided(recorded, name, timeout)
+        waiting_since = SYSTEM_CLOCK.time()
         while True:
             found = await self._store.get_fact(self.task_id, name)
             value: Any = None if found is None else {"fact": found.payload}
@@ -156,10 +161,38 @@ class Journal:
                 step = StepRecord(name=key, occurrence=occurrence, ok=True, value=value)
                 return self._decided(await self._record(step), name, timeout)
             await beat()  # stop and pause take effect here; the heartbeat moves on
+            if self.parkable:
+                self._park_waiting(name, deadline, waiting_since, check, poll_interval)
             wait = poll_interval
             if deadline is not None:
                 wait = max(0.0, min(wait, deadline - SYSTEM_CLOCK.time()))
             await asyncio.sleep(wait)
+
+    @staticmethod
+    def _park_waiting(
+        name: str,
+        deadline: float | None,
+        since: float,
+        check: Callable[[], Any] | None,
+        poll_interval: float,
+    ) -> None:
+        """Raise :class:`ParkRequest` once a wait is long enough to give the slot back.
+
+        Parked, the task waits in the queue until the deadline, the fact (the
+        store wakes it when the fact is sent), or :data:`FACT_RECHECK`. A
+        ``check`` is the caller's own poll: it parks only between polls at
+        least :data:`PARK_AFTER` apart, until the next poll.
+        """
+        now = SYSTEM_CLOCK.time()
+        if now - since < PARK_AFTER or (deadline is not None and deadline - now < PARK_AFTER):
+            return
+        if check is not None:
+            if poll_interval < PARK_AFTER:
+                return
+            wake = now + poll_interval
+        else:
+            wake = now + FACT_RECHECK
+        raise ParkRequest(wake if deadline is None else min(wake, deadline), fact=name)
 
     async def sleep(
         self, name: str, seconds: float, *, beat: Callable[[], Awaitable[None]]

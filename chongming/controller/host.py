@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
 from chongming.control.durable import JournalGate
 from chongming.control.plane import ControlPlane
 from chongming.controller.observers import Observers
-from chongming.errors import DuplicateTask
+from chongming.errors import DuplicateTask, StoreError
 from chongming.executors.base import Executor
 from chongming.executors.thread import ThreadExecutor
 from chongming.run.defaults import resolve_executor
@@ -29,6 +30,8 @@ from chongming.state.status import TERMINAL_STATUSES, TaskStatus
 from chongming.task_api.spec import TaskSpec
 
 __all__ = ["ControllerHost"]
+
+_log = logging.getLogger("chongming.control")
 
 _TERMINAL = TERMINAL_STATUSES
 
@@ -169,18 +172,29 @@ class ControllerHost:
         if self.on_demand is not None and run.tags:
             self.on_demand(run.tags)
 
-    def park(self, run: HostedRun) -> None:
+    def park(self, run: HostedRun, fact: str | None = None) -> None:
         plane = self._plane
         assert plane is not None, "only a worker's claimed runs park"
-        self._tasks.spawn(self._let_go(run, plane, run.status_version))
+        self._tasks.spawn(self._let_go(run, plane, run.status_version, fact))
 
-    async def _let_go(self, run: HostedRun, plane: ControlPlane, version: int) -> None:
-        """Once the parked task is durable in the queue, forget it here (no memory, no count)."""
+    async def _let_go(
+        self, run: HostedRun, plane: ControlPlane, version: int, fact: str | None
+    ) -> None:
+        """Once the parked task is durable in the queue, forget it here (no memory, no count).
+
+        A task waiting for a fact is then woken if the fact came while it was
+        being parked (the fact's own wake found it still running).
+        """
         if await plane.writer.durable(run, version) and run.status is TaskStatus.QUEUED:
             task_run = self._runs.get(run.task_id)
             if task_run is not None:
                 self.forget(task_run)
                 plane.writer.forget(task_run)
+            if fact is not None:
+                try:
+                    await plane.store.wake_for_fact(run.task_id, fact)
+                except StoreError as error:  # the recheck deadline still wakes it
+                    _log.warning("waking parked task %r: %s", run.task_id, error)
         if self.on_finished is not None:
             self.on_finished()  # a worker: claim again, a slot is free
 
@@ -249,8 +263,11 @@ class ControllerHost:
         finished = self._finished
         finished.append(run.task_id)
         while len(finished) > self.keep_finished:
-            old = self._runs.pop(finished.popleft(), None)
-            if old is not None:
+            task_id = finished.popleft()
+            old = self._runs.get(task_id)
+            # Not a run that took the id since (a worker forgets an ended run it claims again).
+            if old is not None and old.status in _TERMINAL:
+                del self._runs[task_id]
                 self._counts[old.status] -= 1
 
     # -- close -----------------------------------------------------------------------

@@ -208,7 +208,8 @@ class Attempt:
             )
             return
         if isinstance(error, ParkRequest) and self.force is None:
-            self._report(Verdict(kind=VerdictKind.PARKED, value=error.wake_at))
+            parked = {"wake_at": error.wake_at, "fact": error.fact}
+            self._report(Verdict(kind=VerdictKind.PARKED, value=parked))
             return
         if returned:
             # A killable carrier that returned was never interrupted: its result stands.

@@ -58,8 +58,12 @@ class RunHost(Protocol):
     def release(self, run: HostedRun) -> None:
         """A dispatched ``run`` gave its slot back (finished, retry wait, lost)."""
 
-    def park(self, run: HostedRun) -> None:
-        """``run`` (a durable task) went back to the queue until its wake-up time: let it go."""
+    def park(self, run: HostedRun, fact: str | None = None) -> None:
+        """``run`` (a durable task) went back to the queue until its wake-up time: let it go.
+
+        ``fact``: the fact it waits for; one sent while it was being parked
+        must still wake it.
+        """
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Start ``coro`` as a task the host owns (and cancels and awaits on close)."""
@@ -137,7 +141,7 @@ class StandaloneHost:
     def release(self, run: HostedRun) -> None:
         pass
 
-    def park(self, run: HostedRun) -> None:
+    def park(self, run: HostedRun, fact: str | None = None) -> None:
         raise RuntimeError("a standalone run cannot park: it has no store to wait in")
 
     def record(self, run: HostedRun, previous: TaskStatus) -> None:

@@ -480,7 +480,9 @@ class RunLifecycle:
                 reason = verdict.note if reason is None else f"{reason}; {verdict.note}"
             self._move(STOPPED, Trigger.STOP_CONFIRMED, reason=reason)
         elif kind is _V_PARKED:
-            self._park(float(verdict.value))
+            parked = verdict.value
+            assert isinstance(parked, dict)
+            self._park(float(parked["wake_at"]), parked["fact"])
         elif kind is _V_LOST:
             self._failure = verdict.failure
             trigger = Trigger.STOP_ABANDONED if status is STOPPING else Trigger.TIMEOUT_ABANDONED
@@ -488,23 +490,25 @@ class RunLifecycle:
         else:
             self._record_failure(attempt, verdict)
 
-    def _park(self, wake_at: float) -> None:
-        """A durable task's long sleep: hand the task back to the queue until ``wake_at``.
+    def _park(self, wake_at: float, fact: Any) -> None:
+        """A durable task's long sleep or wait: hand it back to the queue until ``wake_at``.
 
         ``-> retry_wait`` (``runtime:sleeping``), then ``-> queued``
         (``runtime:parked``) with no owner and the wake-up time as its earliest
-        start, so any worker that serves it claims it then and replays it. The
+        start, so any worker that serves it claims it then and replays it
+        (sending the ``fact`` it waits for makes it claimable at once). The
         host lets go of the run once that is durable: a parked task costs a
         row, no slot, no memory here.
         """
         until = to_datetime(wake_at)
-        self._move(RETRY_WAIT, Trigger.SLEEPING, reason=f"until {until.isoformat()}")
+        waiting = "" if fact is None else f"fact {fact!r} or "
+        self._move(RETRY_WAIT, Trigger.SLEEPING, reason=f"until {waiting}{until.isoformat()}")
         stored = self.adopted
         if stored is not None:
             self.adopted = dataclasses.replace(stored, not_before=until, owner=None)
         self.owner = None
-        self._move(QUEUED, Trigger.PARKED, reason=f"claimable from {until.isoformat()}")
-        self.host.park(self)
+        self._move(QUEUED, Trigger.PARKED, reason=f"claimable from {waiting}{until.isoformat()}")
+        self.host.park(self, None if fact is None else str(fact))
 
     def _record_failure(self, attempt: Attempt, verdict: Verdict) -> None:
         failure = verdict.failure

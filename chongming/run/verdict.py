@@ -47,7 +47,7 @@ class VerdictKind(enum.Enum):
     FAILED = "failed"
     STOPPED = "stopped"
     LOST = "lost"
-    PARKED = "parked"  # a durable task handed its slot back until ``value`` (a wall time)
+    PARKED = "parked"  # a durable task handed its slot back: value {"wake_at", "fact"}
 
 
 class Verdict(NamedTuple):

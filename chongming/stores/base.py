@@ -382,7 +382,19 @@ class TaskStore(abc.ABC):
 
         The same value again is a no-op (False); another value raises
         :class:`~chongming.errors.FactConflict`; an unknown task raises
-        :class:`~chongming.errors.TaskNotFound`. Nothing else is written.
+        :class:`~chongming.errors.TaskNotFound`. In the same transaction, a
+        task parked waiting for this fact is woken (see :meth:`wake_for_fact`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def wake_for_fact(self, task_id: str, name: str) -> bool:
+        """Make a task parked waiting for fact ``name`` claimable now, if the fact is there.
+
+        Parked waiting: ``queued``, unowned, with an earliest start, and its
+        steps hold more deadlines of ``fact:<name>`` than decisions. Called by
+        the node that parked the task once the park is durable: a fact sent
+        while the task was still being parked is not left waiting for the
+        deadline. True when it woke the task.
         """
         raise NotImplementedError(f"{type(self).__name__} has no durable execution")
 

@@ -599,6 +599,29 @@ class InMemoryTaskStore(TaskStore):
                 raise FactConflict(checked.task_id, checked.name)
             return False
         facts[checked.name] = checked
+        self._wake(checked.task_id, checked.name)
+        return True
+
+    async def wake_for_fact(self, task_id: str, name: str) -> bool:
+        self._check_open()
+        return self._wake(task_id, name)
+
+    def _wake(self, task_id: str, name: str) -> bool:
+        task = self._tasks.get(task_id)
+        if (
+            task is None
+            or task.status is not TaskStatus.QUEUED
+            or task.owner is not None
+            or task.not_before is None
+            or name not in self._facts.get(task_id, {})
+        ):
+            return False
+        steps = self._steps.get(task_id, {})
+        deadlines = sum(1 for step_name, _ in steps if step_name == f"fact:{name}:deadline")
+        decided = sum(1 for step_name, _ in steps if step_name == f"fact:{name}")
+        if deadlines <= decided:
+            return False
+        self._tasks[task_id] = dataclasses.replace(task, not_before=None)
         return True
 
     async def get_fact(self, task_id: str, name: str) -> Fact | None:

@@ -171,8 +171,10 @@ class TaskContext:
 
         A resumed attempt (its worker died meanwhile) replays the recorded
         time and sleeps only what is left of it; one past it does not sleep.
-        Stop and pause take effect while it sleeps. It holds its execution
-        slot meanwhile (parking long sleeps off the slot is not built yet).
+        Stop and pause take effect while it sleeps. On a worker, a sleep of
+        5 seconds or more parks the task instead: the attempt ends, the task
+        waits in the queue (no slot, no memory) and any worker that serves it
+        replays it at the wake-up time.
         """
         journal = self.journal
         if journal is None:
@@ -201,7 +203,11 @@ class TaskContext:
         business table there). ``timeout`` seconds without it raise
         :class:`~chongming.errors.FactTimeout`. Fact or timeout is decided
         once and recorded: a replay answers the same. Stop and pause take
-        effect while it waits (it holds its execution slot meanwhile).
+        effect while it waits. On a worker, a wait still unanswered after 5
+        seconds (with at least 5 left) parks the task off its slot until the
+        fact arrives (sending it wakes the task) or the deadline; with a
+        ``check``, only when ``poll_interval`` is 5 seconds or more (each
+        poll is then a claim).
         """
         journal = self.journal
         if journal is None:

@@ -10,16 +10,18 @@ __all__ = ["EffectInfo", "ParkRequest", "StepJournal"]
 
 
 class ParkRequest(BaseException):
-    """Raised by a durable task's long sleep: end this attempt, queue the task until ``wake_at``.
+    """Raised by a durable task's long sleep or wait: end this attempt, queue the task.
 
     Internal: the attempt turns it into a *parked* verdict (no carrier, no
-    slot until the wake-up time). A ``BaseException`` so ``except Exception``
-    in the task does not stop it on its way out.
+    slot until ``wake_at``, or until the ``fact`` it waits for is sent). A
+    ``BaseException`` so ``except Exception`` in the task does not stop it
+    on its way out.
     """
 
-    def __init__(self, wake_at: float) -> None:
+    def __init__(self, wake_at: float, fact: str | None = None) -> None:
         self.wake_at = wake_at
-        super().__init__(f"parked until {wake_at}")
+        self.fact = fact
+        super().__init__(f"parked until {wake_at}" + (f" or fact {fact!r}" if fact else ""))
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

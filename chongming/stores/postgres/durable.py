@@ -33,6 +33,7 @@ from chongming.stores.durable import (
     check_fact,
     check_step,
 )
+from chongming.stores.postgres.commands import channel_for
 from chongming.stores.postgres.schema import quote_schema
 
 __all__ = ["DurableMethods", "DurableOnPostgres"]
@@ -57,8 +58,11 @@ def _step(row: Any) -> StepRecord:
 class DurableOnPostgres:
     """The statements and transactions; the store supplies the connection runner."""
 
-    def __init__(self, schema: str, *, run: Runner, limit: int | None) -> None:
+    def __init__(
+        self, schema: str, *, run: Runner, limit: int | None, queue_channel: str = ""
+    ) -> None:
         self._run = run
+        self._queue_channel = queue_channel
         self._limit = limit
         self._task = f"SELECT status, owner FROM {schema}.tasks WHERE task_id = $1 FOR SHARE"
         self._bump = (
@@ -89,6 +93,20 @@ class DurableOnPostgres:
             f"SELECT {_COLUMNS} FROM {schema}.durable_steps WHERE task_id = $1 ORDER BY seq"
         )
         self._has_task = f"SELECT 1 FROM {schema}.tasks WHERE task_id = $1"
+        # The task row's lock orders a fact against a park of its task: either the
+        # park waits for the fact's commit (and its node's wake sees the fact), or
+        # the fact's wake, a later statement, sees the task parked.
+        self._lock_task = f"SELECT 1 FROM {schema}.tasks WHERE task_id = $1 FOR UPDATE"
+        self._wake = (
+            f"WITH woken AS (UPDATE {schema}.tasks SET not_before = NULL"
+            " WHERE task_id = $1 AND status = 'queued' AND owner IS NULL"
+            " AND not_before IS NOT NULL"
+            f" AND EXISTS (SELECT 1 FROM {schema}.durable_facts WHERE task_id = $1 AND name = $2)"
+            f" AND (SELECT count(*) FROM {schema}.durable_steps WHERE task_id = $1 AND name = $3)"
+            f" > (SELECT count(*) FROM {schema}.durable_steps WHERE task_id = $1 AND name = $4)"
+            " RETURNING task_id)"
+            " SELECT count(*) FROM (SELECT pg_notify($5, '') FROM woken) AS notified"
+        )
         self._effect = (
             f"SELECT state, result::text AS result FROM {schema}.durable_effects"
             " WHERE task_id = $1 AND op_key = $2"
@@ -240,18 +258,30 @@ class DurableOnPostgres:
 
         async def put(conn: Any) -> bool:
             # Safe to run again after an unknown outcome: the same value answers False.
-            if await conn.fetchval(self._has_task, checked.task_id) is None:
-                raise TaskNotFound(checked.task_id)
-            args = (checked.task_id, checked.name, payload, checked.key)
-            if await conn.fetchval(self._put_fact, *args) is not None:
-                return True
-            (row,) = await conn.fetch(self._facts, checked.task_id, checked.name)
-            if json.loads(row["payload"]) != checked.payload:
-                raise FactConflict(checked.task_id, checked.name)
-            return False
+            async with conn.transaction():
+                if await conn.fetchval(self._lock_task, checked.task_id) is None:
+                    raise TaskNotFound(checked.task_id)
+                args = (checked.task_id, checked.name, payload, checked.key)
+                if await conn.fetchval(self._put_fact, *args) is not None:
+                    await conn.fetchval(self._wake, *self._wake_args(checked.task_id, checked.name))
+                    return True
+                (row,) = await conn.fetch(self._facts, checked.task_id, checked.name)
+                if json.loads(row["payload"]) != checked.payload:
+                    raise FactConflict(checked.task_id, checked.name)
+                return False
 
         created: bool = await self._run(f"sending fact {fact.name!r}", put)
         return created
+
+    def _wake_args(self, task_id: str, name: str) -> tuple[str, ...]:
+        return (task_id, name, f"fact:{name}:deadline", f"fact:{name}", self._queue_channel)
+
+    async def wake_for_fact(self, task_id: str, name: str) -> bool:
+        args = self._wake_args(task_id, name)
+        woken = await self._run(
+            f"waking {task_id!r} for fact {name!r}", lambda c: c.fetchval(self._wake, *args)
+        )
+        return bool(woken)
 
     async def facts(self, task_id: str, name: str | None = None) -> list[Fact]:
         rows = await self._run("reading facts", lambda c: c.fetch(self._facts, task_id, name))
@@ -275,7 +305,10 @@ class DurableMethods:
     def _durable(self) -> DurableOnPostgres:
         if self._durable_impl is None:
             self._durable_impl = DurableOnPostgres(
-                quote_schema(self._schema), run=self._read, limit=self._limit
+                quote_schema(self._schema),
+                run=self._read,
+                limit=self._limit,
+                queue_channel=channel_for(self._schema + "/queue"),
             )
         return self._durable_impl
 
@@ -293,6 +326,9 @@ class DurableMethods:
 
     async def put_fact(self, fact: Fact) -> bool:
         return await self._durable.put_fact(fact)
+
+    async def wake_for_fact(self, task_id: str, name: str) -> bool:
+        return await self._durable.wake_for_fact(task_id, name)
 
     async def get_fact(self, task_id: str, name: str) -> Fact | None:
         found = await self._durable.facts(task_id, name)

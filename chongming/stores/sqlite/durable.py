@@ -34,7 +34,9 @@ from chongming.stores.durable import (
 __all__ = ["ACTIONS", "DurableOnSqlite", "run_action"]
 
 #: The writer actions this module answers.
-ACTIONS = frozenset({"durable_begin", "step_record", "fact_put", "effect_begin", "effect_finish"})
+ACTIONS = frozenset(
+    {"durable_begin", "step_record", "fact_put", "fact_wake", "effect_begin", "effect_finish"}
+)
 
 _ATTEMPT_MAY_START = ("starting", "running")
 _CARRIERS = tuple(sorted(status.value for status in CARRIER_STATUSES))
@@ -83,7 +85,24 @@ def _put_fact(conn: sqlite3.Connection, fact: Fact, *, now: int) -> bool:
         "INSERT INTO durable_facts (task_id, name, payload, key, sent_at) VALUES (?, ?, ?, ?, ?)",
         (fact.task_id, fact.name, dump(fact.payload), fact.key, now),
     )
+    _wake(conn, fact.task_id, fact.name)
     return True
+
+
+#: A task parked waiting for the fact (more deadlines of it recorded than
+#: decisions), with the fact present: claimable now instead of at its deadline.
+_WAKE = (
+    "UPDATE tasks SET not_before = NULL"
+    " WHERE task_id = ?1 AND status = 'queued' AND owner IS NULL AND not_before IS NOT NULL"
+    " AND EXISTS (SELECT 1 FROM durable_facts WHERE task_id = ?1 AND name = ?2)"
+    " AND (SELECT count(*) FROM durable_steps WHERE task_id = ?1 AND name = ?3)"
+    " > (SELECT count(*) FROM durable_steps WHERE task_id = ?1 AND name = ?4)"
+)
+
+
+def _wake(conn: sqlite3.Connection, task_id: str, name: str) -> bool:
+    params = (task_id, name, f"fact:{name}:deadline", f"fact:{name}")
+    return conn.execute(_WAKE, params).rowcount == 1
 
 
 def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], now: int) -> Any:
@@ -93,6 +112,8 @@ def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], n
         return _record(conn, *params, now=now)
     if action == "fact_put":
         return _put_fact(conn, *params, now=now)
+    if action == "fact_wake":
+        return _wake(conn, *params)
     if action == "effect_begin":
         return _begin_effect(conn, *params, now=now)
     if action == "effect_finish":
@@ -266,6 +287,10 @@ class DurableOnSqlite(_WriterPort):
         checked = check_fact(fact, self._limit)
         created: bool = await self._node_op("fact_put", checked)
         return created
+
+    async def wake_for_fact(self, task_id: str, name: str) -> bool:
+        woken: bool = await self._node_op("fact_wake", task_id, name)
+        return woken
 
     async def get_fact(self, task_id: str, name: str) -> Fact | None:
         rows = list(await self._read(f"{_SELECT_FACTS} AND name = ?", (task_id, name)))

@@ -7,6 +7,7 @@ contract subclass only if the backend implements ``record_step``.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from chongming.errors import FactConflict, PayloadError, TaskNotFound
 from chongming.state.records import TaskSnapshot
@@ -184,6 +185,67 @@ class DurableContract(ContractBase):
             found = await store.get_fact("d-1", "winner")
             assert found is not None
             assert answers[found.payload] is True
+
+    async def _waiting(
+        self, store: TaskStore, task_id: str, fact: str, *, decided: bool = False
+    ) -> TaskSnapshot:
+        """A running durable task that recorded a deadline for ``fact`` (and its timeout)."""
+        running = await self._running(store, task_id)
+        epoch = await store.begin_durable_attempt(task_id, "node-a", max_resumes=3)
+        await store.record_step(task_id, epoch, _step(f"fact:{fact}:deadline", None))
+        if decided:
+            await store.record_step(task_id, epoch, _step(f"fact:{fact}", {"timeout": True}))
+        return running
+
+    async def _park(self, store: TaskStore, snapshot: TaskSnapshot) -> TaskSnapshot:
+        """``running -> retry_wait -> queued``, unowned, claimable only a day later."""
+        wake = snapshot.updated_at + timedelta(days=1)
+        for to in (_S.RETRY_WAIT, _S.QUEUED):
+            moved, transition = next_step(snapshot, to, owner=None, not_before=wake)
+            await store.save(
+                moved, expect_version=snapshot.status_version, transitions=[transition]
+            )
+            snapshot = moved
+        return snapshot
+
+    async def test_sending_the_fact_a_parked_task_waits_for_makes_it_claimable_now(
+        self,
+    ) -> None:
+        async with self._store() as store:
+            parked = await self._park(store, await self._waiting(store, "d-1", "downloaded"))
+            await self._park(store, await self._waiting(store, "d-2", "downloaded", decided=True))
+            await self._park(store, await self._waiting(store, "d-3", "approved"))
+            for task_id in ("d-1", "d-2", "d-3"):
+                await store.put_fact(Fact(task_id=task_id, name="downloaded", payload=1))
+            woken = await store.get("d-1")
+            assert woken is not None
+            assert woken.not_before is None
+            assert (woken.status, woken.status_version) == (_S.QUEUED, parked.status_version)
+            for task_id in ("d-2", "d-3"):  # decided already / waiting for another fact
+                left = await store.get(task_id)
+                assert left is not None
+                assert left.not_before is not None
+
+    async def test_wake_for_fact_wakes_only_a_parked_waiter_whose_fact_is_there(self) -> None:
+        async with self._store() as store:
+            await self._park(store, await self._waiting(store, "d-1", "downloaded"))
+            assert await store.wake_for_fact("d-1", "downloaded") is False  # not sent yet
+            assert await store.wake_for_fact("ghost", "downloaded") is False
+            # The fact comes while its task is still running (being parked): the
+            # put's own wake finds nothing to wake; the parking node's wake does.
+            running = await self._waiting(store, "d-2", "downloaded")
+            await store.put_fact(Fact(task_id="d-2", name="downloaded", payload=1))
+            assert await store.wake_for_fact("d-2", "downloaded") is False  # not parked
+            assert await store.get("d-2") == running
+            await self._park(store, running)
+            assert await store.wake_for_fact("d-2", "downloaded") is True
+            woken = await store.get("d-2")
+            assert woken is not None
+            assert woken.not_before is None
+            assert await store.wake_for_fact("d-2", "downloaded") is False  # awake already
+            still = await store.get("d-1")
+            assert still is not None
+            assert still.not_before is not None
 
     # -- the operation ledger --------------------------------------------------------
 

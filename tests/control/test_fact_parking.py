@@ -1,0 +1,171 @@
+"""A long wait for a fact parks the task off its slot; sending the fact wakes it.
+
+``PARK_AFTER`` is lowered for these tests (the journal reads it at each
+wait): a wait unanswered that long parks, as a 5-second one does in
+production. On SQLite and on PostgreSQL (where the wake also notifies the
+workers' queue channel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chongming import Controller, TaskStatus
+from chongming.control import durable
+from chongming.errors import FactTimeout
+from chongming.state.triggers import Trigger
+from chongming.stores.base import TaskStore
+from chongming.stores.durable import Fact
+from tests.conftest import FAST
+from tests.stores.pg_support import drop_schema, fresh_name, require_postgres
+
+PARK_AFTER = 0.3
+
+
+@pytest.fixture(autouse=True)
+def _quick_parking(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(durable, "PARK_AFTER", PARK_AFTER)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    if request.param == "sqlite":
+        yield tmp_path / "q.db"
+        return
+    dsn = require_postgres()
+    schema = fresh_name("park")
+    try:
+        yield (dsn, schema)
+    finally:
+        asyncio.run(drop_schema(schema))
+
+
+OPENED: list[TaskStore] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_stores() -> AsyncIterator[None]:
+    yield
+    while OPENED:
+        await OPENED.pop().close()
+
+
+def _store(where: object) -> TaskStore | Path:
+    """A SQLite path (the controller opens and closes it), or a PostgreSQL store we close."""
+    if isinstance(where, Path):
+        return where
+    from chongming.stores.postgres import PostgresTaskStore
+
+    assert isinstance(where, tuple)
+    store = PostgresTaskStore(str(where[0]), schema=str(where[1]))
+    OPENED.append(store)
+    return store
+
+
+async def waits(ctx: Any, timeout: float | None = None) -> Any:
+    try:
+        return await ctx.wait_for_fact("downloaded", timeout=timeout, poll_interval=0.02)
+    except FactTimeout:
+        return "timed out"
+
+
+def _worker(where: object, **options: Any) -> Controller:
+    worker = Controller(
+        store=_store(where), owner="w-1", work=True, poll_interval=0.05, windows=FAST, **options
+    )
+    worker.register("waits", waits, durable=True)
+    return worker
+
+
+async def _all_parked(client: Controller, task_ids: list[str]) -> None:
+    while True:
+        found = [await client.get(task_id) for task_id in task_ids]
+        if all(s.status is TaskStatus.QUEUED and s.not_before for s in found):
+            return
+        await asyncio.sleep(0.02)
+
+
+async def test_waiting_tasks_park_off_their_slots_and_each_fact_wakes_its_task(
+    where: object,
+) -> None:
+    ids = [f"w-{n}" for n in range(6)]
+    async with Controller(store=_store(where), owner="client") as client:
+        queued = [await client.enqueue("waits", task_id=task_id) for task_id in ids]
+        async with _worker(where, max_parallel=2) as worker:
+            # Six waiters, two slots: all six get to wait, because a parked one holds none.
+            await asyncio.wait_for(_all_parked(client, ids), 30)
+            stats = await worker.stats()
+            assert stats.holding_slot == 0
+            assert stats.total == 0  # let go: a parked waiter costs a row, no memory here
+            parked = await client.get("w-0")
+            assert parked.not_before is not None
+            # Parked for an hour (no timeout): only the fact can bring it back in time.
+            assert parked.not_before.timestamp() > time.time() + durable.FACT_RECHECK / 2
+            for n, task_id in enumerate(ids):
+                assert await client.signal(task_id, "downloaded", {"bytes": n}) is True
+            finals = [await q.wait(timeout=30) for q in queued]
+        history = await client.history("w-0")
+    assert [f.status for f in finals] == [TaskStatus.SUCCEEDED] * 6
+    assert [f.result for f in finals] == [{"bytes": n} for n in range(6)]
+    parks = [t for t in history if t.trigger == Trigger.SLEEPING]
+    assert len(parks) == 1
+    assert parks[0].reason is not None
+    assert "fact 'downloaded'" in parks[0].reason
+    assert [t.attempt for t in history if t.trigger == Trigger.DISPATCH] == [1, 2]
+
+
+async def test_a_parked_wait_comes_back_at_its_deadline_and_times_out_once(
+    where: object,
+) -> None:
+    async with Controller(store=_store(where), owner="client") as client:
+        queued = await client.enqueue("waits", 1.5, task_id="t-1")
+        async with _worker(where):
+            await asyncio.wait_for(_all_parked(client, ["t-1"]), 30)
+            final = await queued.wait(timeout=30)
+            # The timeout was decided and recorded: a fact sent now changes nothing.
+            await client.signal("t-1", "downloaded", "late")
+        history = await client.history("t-1")
+    assert final.status is TaskStatus.SUCCEEDED
+    assert final.result == "timed out"
+    assert any(t.trigger == Trigger.PARKED for t in history)
+
+
+async def test_a_fact_sent_while_the_task_is_being_parked_still_wakes_it(
+    where: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fact lands after the waiter's last look but before the park is durable.
+
+    The store's wake at ``put_fact`` then finds the task still running, so
+    nothing is woken by it; the parking node's own wake, once the park is
+    durable, must find the fact, or the task would sleep for an hour.
+    """
+    monkeypatch.setattr(durable, "PARK_AFTER", 0.0)  # the first look without it parks
+    async with Controller(store=_store(where), owner="client") as client:
+        queued = await client.enqueue("waits", task_id="r-1")
+        worker = _worker(where)
+        store = worker.store
+        assert store is not None
+        look = store.get_fact
+
+        async def look_then_send(task_id: str, name: str) -> Fact | None:
+            found = await look(task_id, name)
+            if found is None:  # the waiter parks right after this look, which saw no fact
+                await store.put_fact(Fact(task_id=task_id, name=name, payload="raced"))
+                running = await store.get(task_id)
+                assert running is not None
+                assert running.status is TaskStatus.RUNNING
+            return found
+
+        store.get_fact = look_then_send  # type: ignore[method-assign]
+        async with worker:
+            final = await queued.wait(timeout=30)
+        history = await client.history("r-1")
+    assert final.status is TaskStatus.SUCCEEDED
+    assert final.result == "raced"
+    assert any(t.trigger == Trigger.PARKED for t in history)
