@@ -137,7 +137,8 @@ class Journal:
         """
         self.check_fenced()
         key = f"fact:{name}"
-        deadline = await self.step(f"{key}:deadline", _deadline, (timeout,), {})
+        offset = await self._clock_offset()
+        deadline = await self.step(f"{key}:deadline", _deadline, (timeout, offset), {})
         occurrence = self._seen[key]
         self._seen[key] = occurrence + 1
         recorded = self._recorded.get((key, occurrence))
@@ -147,7 +148,7 @@ class Journal:
                 raise NondeterminismError(self.task_id, key, _label(expected))
             self._cursor += 1
             return self._decided(recorded, name, timeout)
-        waiting_since = SYSTEM_CLOCK.time()
+        waiting_since = SYSTEM_CLOCK.time() + offset
         while True:
             found = await self._store.get_fact(self.task_id, name)
             value: Any = None if found is None else {"fact": found.payload}
@@ -155,56 +156,42 @@ class Journal:
                 checked = await _call(check, (), {})
                 if checked is not None and checked is not False:
                     value = {"fact": checked}
-            if value is None and deadline is not None and SYSTEM_CLOCK.time() >= deadline:
+            if value is None and deadline is not None and SYSTEM_CLOCK.time() + offset >= deadline:
                 value = {"timeout": True}
             if value is not None:
                 step = StepRecord(name=key, occurrence=occurrence, ok=True, value=value)
                 return self._decided(await self._record(step), name, timeout)
             await beat()  # stop and pause take effect here; the heartbeat moves on
+            now = SYSTEM_CLOCK.time() + offset  # the store's clock, as of this node
             if self.parkable:
-                self._park_waiting(name, deadline, waiting_since, check, poll_interval)
+                _park_waiting(name, now, deadline, waiting_since, check, poll_interval)
             wait = poll_interval
             if deadline is not None:
-                wait = max(0.0, min(wait, deadline - SYSTEM_CLOCK.time()))
+                wait = max(0.0, min(wait, deadline - now))
             await asyncio.sleep(wait)
-
-    @staticmethod
-    def _park_waiting(
-        name: str,
-        deadline: float | None,
-        since: float,
-        check: Callable[[], Any] | None,
-        poll_interval: float,
-    ) -> None:
-        """Raise :class:`ParkRequest` once a wait is long enough to give the slot back.
-
-        Parked, the task waits in the queue until the deadline, the fact (the
-        store wakes it when the fact is sent), or :data:`FACT_RECHECK`. A
-        ``check`` is the caller's own poll: it parks only between polls at
-        least :data:`PARK_AFTER` apart, until the next poll.
-        """
-        now = SYSTEM_CLOCK.time()
-        if now - since < PARK_AFTER or (deadline is not None and deadline - now < PARK_AFTER):
-            return
-        if check is not None:
-            if poll_interval < PARK_AFTER:
-                return
-            wake = now + poll_interval
-        else:
-            wake = now + FACT_RECHECK
-        raise ParkRequest(wake if deadline is None else min(wake, deadline), fact=name)
 
     async def sleep(
         self, name: str, seconds: float, *, beat: Callable[[], Awaitable[None]]
     ) -> None:
-        """Sleep until a wake-up time recorded once: a replay sleeps only what is left."""
+        """Sleep until a wake-up time recorded once: a replay sleeps only what is left.
+
+        The wake-up time is the store's clock: every node that replays the
+        task agrees on it, and the claim of a parked task reads it the same.
+        """
         self.check_fenced()
-        wake = await self.step(f"sleep:{name}", _deadline, (seconds,), {})
-        if self.parkable and wake - SYSTEM_CLOCK.time() >= PARK_AFTER:
+        offset = await self._clock_offset()
+        wake = await self.step(f"sleep:{name}", _deadline, (seconds, offset), {})
+        if self.parkable and wake - (SYSTEM_CLOCK.time() + offset) >= PARK_AFTER:
             raise ParkRequest(wake)  # the attempt ends; the task is claimable again at ``wake``
-        while (left := wake - SYSTEM_CLOCK.time()) > 0:
+        while (left := wake - (SYSTEM_CLOCK.time() + offset)) > 0:
             await beat()  # stop and pause take effect while it sleeps
             await asyncio.sleep(min(left, 1.0))
+
+    async def _clock_offset(self) -> float:
+        """How far the store's clock is ahead of this node's (seconds, may be negative)."""
+        before = SYSTEM_CLOCK.time()
+        store_now = (await self._store.store_time()).timestamp()
+        return store_now - (before + SYSTEM_CLOCK.time()) / 2
 
     def _decided(self, step: StepRecord, name: str, timeout: float | None) -> Any:
         value = step.value if isinstance(step.value, dict) else {}
@@ -293,8 +280,36 @@ class JournalGate:
         return True
 
 
-def _deadline(timeout: float | None) -> float | None:
-    return None if timeout is None else SYSTEM_CLOCK.time() + timeout
+def _deadline(timeout: float | None, offset: float) -> float | None:
+    """When ``timeout`` runs out, by the store's clock (``offset``: its lead on this node's)."""
+    return None if timeout is None else SYSTEM_CLOCK.time() + offset + timeout
+
+
+def _park_waiting(
+    name: str,
+    now: float,
+    deadline: float | None,
+    since: float,
+    check: Callable[[], Any] | None,
+    poll_interval: float,
+) -> None:
+    """Raise :class:`ParkRequest` once a wait is long enough to give the slot back.
+
+    Parked, the task waits in the queue until the deadline, the fact (the
+    store wakes it when the fact is sent), or :data:`FACT_RECHECK`. A
+    ``check`` is the caller's own poll: it parks only between polls at
+    least :data:`PARK_AFTER` apart, until the next poll. Times are the
+    store's clock.
+    """
+    if now - since < PARK_AFTER or (deadline is not None and deadline - now < PARK_AFTER):
+        return
+    if check is not None:
+        if poll_interval < PARK_AFTER:
+            return
+        wake = now + poll_interval
+    else:
+        wake = now + FACT_RECHECK
+    raise ParkRequest(wake if deadline is None else min(wake, deadline), fact=name)
 
 
 def _label(key: tuple[str, int] | None) -> str | None:

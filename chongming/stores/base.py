@@ -33,7 +33,7 @@ import abc
 import dataclasses
 import enum
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -348,6 +348,16 @@ class TaskStore(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} has no cluster limits")
 
     # -- durable execution (stores/durable.py) -------------------------------------
+
+    async def store_time(self) -> datetime:
+        """The store's clock now: durable sleeps and fact deadlines are set and judged by it.
+
+        Every node that replays a task then agrees on when it wakes, whatever
+        their own clocks say, and a parked task's earliest start means the
+        same to the claim. The default is this process's clock (a store
+        without a clock of its own, shared by one machine).
+        """
+        return datetime.now(UTC)
 
     async def begin_durable_attempt(self, task_id: str, owner: str, *, max_resumes: int) -> int:
         """Raise the task's epoch for a new attempt of ``owner``; the new epoch.

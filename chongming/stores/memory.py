@@ -606,6 +606,10 @@ class InMemoryTaskStore(TaskStore):
         self._check_open()
         return self._wake(task_id, name)
 
+    async def store_time(self) -> datetime:
+        self._check_open()
+        return self._now()
+
     def _wake(self, task_id: str, name: str) -> bool:
         task = self._tasks.get(task_id)
         if (

@@ -16,11 +16,10 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from chongming import Controller, TaskStatus
+from chongming import Controller, TaskContext, TaskStatus
 from chongming.state.query import TaskQuery
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
@@ -32,7 +31,7 @@ SLEEPERS = int(os.environ.get("CHONGMING_SLEEPERS", "500"))
 SLOTS = 50
 
 
-async def nap(ctx: Any, until: float) -> int:
+async def nap(ctx: TaskContext, until: float) -> int:
     await ctx.sleep("nap", max(0.0, until - time.time()))
     return ctx.attempt
 

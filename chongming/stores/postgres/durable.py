@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Collection
+from datetime import datetime
 from typing import Any
 
 from chongming.errors import FactConflict, TaskNotFound
@@ -311,6 +312,12 @@ class DurableMethods:
                 queue_channel=channel_for(self._schema + "/queue"),
             )
         return self._durable_impl
+
+    async def store_time(self) -> datetime:
+        found: datetime = await self._read(
+            "reading the store clock", lambda conn: conn.fetchval("SELECT clock_timestamp()")
+        )
+        return found
 
     async def begin_durable_attempt(self, task_id: str, owner: str, *, max_resumes: int) -> int:
         return await self._durable.begin(task_id, owner, max_resumes)

@@ -11,6 +11,7 @@ import inspect
 import json
 import sqlite3
 from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from chongming.errors import FactConflict, TaskNotFound
@@ -30,6 +31,7 @@ from chongming.stores.durable import (
     check_fact,
     check_step,
 )
+from chongming.stores.sqlite.rows import from_micros
 
 __all__ = ["ACTIONS", "DurableOnSqlite", "run_action"]
 
@@ -260,9 +262,15 @@ class _WriterPort:
     async def _read(self, sql: str, params: Sequence[Any] = ()) -> Iterable[Any]:
         raise NotImplementedError  # the store's: a read on the reader connection
 
+    async def _guarded_now(self) -> int:
+        raise NotImplementedError  # the store's: its clock for a read, in microseconds
+
 
 class DurableOnSqlite(_WriterPort):
     """The store port's durable methods: decisions in the writer's transaction, reads apart."""
+
+    async def store_time(self) -> datetime:
+        return from_micros(await self._guarded_now())
 
     async def begin_durable_attempt(self, task_id: str, owner: str, *, max_resumes: int) -> int:
         check_begin(task_id, owner, max_resumes)

@@ -43,6 +43,13 @@ class DurableContract(ContractBase):
             snapshot = moved
         return snapshot
 
+    async def test_the_store_clock_is_aware_and_never_goes_back(self) -> None:
+        async with self._store() as store:
+            first = await store.store_time()
+            second = await store.store_time()
+            assert first.utcoffset() is not None
+            assert second >= first
+
     async def test_each_attempt_raises_the_epoch_of_a_task_it_owns(self) -> None:
         async with self._store() as store:
             await self._running(store, "d-1")
