@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
 from typing import Any
 
-from chongming.errors import FactConflict, TaskNotFound
+from chongming.errors import FactConflict, StoreError, TaskNotFound
 from chongming.state.payload import json_form
 from chongming.state.status import CARRIER_STATUSES
 from chongming.stores.durable import (
@@ -56,6 +56,20 @@ def _step(row: Any) -> StepRecord:
     )
 
 
+#: Records of one attempt racing for the next seq (steps gathered at once) retry.
+_SEQ_RACES = 8
+
+
+def _check_fence(task_id: str, epoch: int, holding: int | None, status: str | None) -> None:
+    """Raise :class:`StaleEpoch` unless ``epoch`` holds the task and it holds a carrier."""
+    if holding is None:
+        raise StaleEpoch(task_id, epoch, "the task has no durable run")
+    if holding != epoch:
+        raise StaleEpoch(task_id, epoch, f"epoch {holding} holds it now")
+    if status not in _CARRIERS:
+        raise StaleEpoch(task_id, epoch, f"the task is {status} (no attempt holds it)")
+
+
 class DurableOnPostgres:
     """The statements and transactions; the store supplies the connection runner."""
 
@@ -85,10 +99,22 @@ class DurableOnPostgres:
             f"SELECT {_COLUMNS} FROM {schema}.durable_steps"
             " WHERE task_id = $1 AND name = $2 AND occurrence = $3"
         )
-        self._insert = (
+        # One statement, one round trip: the fence (the run row locked, the task
+        # row shared), then the insert only where it holds. A conflict (the step
+        # recorded already, or a racing record of this attempt took the next seq)
+        # inserts nothing; the caller then reads the step or tries again.
+        self._record = (
+            f"WITH fence AS (SELECT r.epoch, t.status FROM {schema}.durable_runs r"
+            f" JOIN {schema}.tasks t ON t.task_id = r.task_id WHERE r.task_id = $1"
+            " FOR UPDATE OF r FOR SHARE OF t),"
+            " inserted AS ("
             f"INSERT INTO {schema}.durable_steps (task_id, name, occurrence, seq, ok, value, epoch)"
             " SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, $4, $5::jsonb, $6"
-            f" FROM {schema}.durable_steps WHERE task_id = $1 RETURNING seq"
+            f" FROM {schema}.durable_steps WHERE task_id = $1"
+            " HAVING EXISTS (SELECT 1 FROM fence WHERE epoch = $6 AND status = ANY($7::text[]))"
+            " ON CONFLICT DO NOTHING RETURNING seq)"
+            " SELECT (SELECT epoch FROM fence) AS epoch, (SELECT status FROM fence) AS status,"
+            " (SELECT seq FROM inserted) AS seq"
         )
         self._steps = (
             f"SELECT {_COLUMNS} FROM {schema}.durable_steps WHERE task_id = $1 ORDER BY seq"
@@ -171,11 +197,9 @@ class DurableOnPostgres:
         """Inside the caller's transaction: the epoch holds, the run row locked for it."""
         row = await conn.fetchrow(self._fence_sql, task_id)
         if row is None:
-            raise StaleEpoch(task_id, epoch, "the task has no durable run")
-        if row["epoch"] != epoch:
-            raise StaleEpoch(task_id, epoch, f"epoch {row['epoch']} holds it now")
-        if row["status"] not in _CARRIERS:
-            raise StaleEpoch(task_id, epoch, f"the task is {row['status']} (no attempt holds it)")
+            _check_fence(task_id, epoch, None, None)
+        else:
+            _check_fence(task_id, epoch, row["epoch"], row["status"])
 
     async def begin_effect(self, task_id: str, epoch: int, op_key: str) -> EffectState:
         check_effect(task_id, epoch, op_key)
@@ -222,29 +246,25 @@ class DurableOnPostgres:
         checked = check_step(task_id, epoch, step, self._limit)
         value = json.dumps(checked.value, ensure_ascii=False, separators=(",", ":"))
 
+        args = (task_id, checked.name, checked.occurrence, checked.ok, value, epoch, _CARRIERS)
+
         async def record(conn: Any) -> StepRecord:
-            async with conn.transaction():
-                await self._fence(conn, task_id, epoch)
+            for _ in range(_SEQ_RACES):
+                row = await conn.fetchrow(self._record, *args)
+                _check_fence(task_id, epoch, row["epoch"], row["status"])
+                if row["seq"] is not None:
+                    return StepRecord(
+                        name=checked.name,
+                        occurrence=checked.occurrence,
+                        ok=checked.ok,
+                        value=checked.value,
+                        seq=row["seq"],
+                        epoch=epoch,
+                    )
                 found = await conn.fetchrow(self._find, task_id, checked.name, checked.occurrence)
                 if found is not None:
-                    return _step(found)
-                seq = await conn.fetchval(
-                    self._insert,
-                    task_id,
-                    checked.name,
-                    checked.occurrence,
-                    checked.ok,
-                    value,
-                    epoch,
-                )
-                return StepRecord(
-                    name=checked.name,
-                    occurrence=checked.occurrence,
-                    ok=checked.ok,
-                    value=checked.value,
-                    seq=seq,
-                    epoch=epoch,
-                )
+                    return _step(found)  # recorded already: the first record wins
+            raise StoreError(f"recording step {checked.name!r} of {task_id!r} kept racing")
 
         stored: StepRecord = await self._run(f"recording a step of {task_id!r}", record)
         return stored

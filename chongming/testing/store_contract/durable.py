@@ -116,6 +116,17 @@ class DurableContract(ContractBase):
             assert len({(a.value, a.seq) for a in answers}) == 1
             assert len(await store.steps("d-1")) == 1
 
+    async def test_steps_recorded_at_once_by_one_attempt_each_get_their_own_place(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            epoch = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            answers = await asyncio.gather(
+                *(store.record_step("d-1", epoch, _step(f"page-{n}", n)) for n in range(8))
+            )
+            assert sorted(a.seq for a in answers) == list(range(1, 9))
+            stored = await store.steps("d-1")
+            assert sorted(step.name for step in stored) == [f"page-{n}" for n in range(8)]
+
     async def test_bad_steps_are_refused_and_write_nothing(self) -> None:
         async with self._store() as store:
             await self._running(store, "d-1")
