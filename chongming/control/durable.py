@@ -39,6 +39,8 @@ from chongming.task_api.journal import EffectInfo, ParkRequest
 __all__ = ["Journal", "JournalGate"]
 
 _T = TypeVar("_T")
+#: Runs a plain function on a worker thread: ``await run_sync(fn, args, kwargs)``.
+RunSync = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
 
 #: A durable sleep this long or longer parks the task (off its slot) on a worker;
 #: so does a wait for a fact unanswered this long, with at least this long left.
@@ -60,15 +62,23 @@ class Journal:
         "_recorded",
         "_seen",
         "_store",
+        "_sync",
         "epoch",
         "parkable",
         "task_id",
     )
 
     def __init__(
-        self, store: TaskStore, task_id: str, epoch: int, recorded: list[StepRecord]
+        self,
+        store: TaskStore,
+        task_id: str,
+        epoch: int,
+        recorded: list[StepRecord],
+        *,
+        run_sync: RunSync | None = None,
     ) -> None:
         self._store = store
+        self._sync = _in_a_thread if run_sync is None else run_sync
         self.task_id = task_id
         self.epoch = epoch
         self._recorded = {(step.name, step.occurrence): step for step in recorded}
@@ -104,7 +114,7 @@ class Journal:
             self._cursor += 1
             return _replay(recorded)
         try:
-            value = await _call(fn, args, kwargs)
+            value = await self._call(fn, args, kwargs)
         except (TaskCancelled, asyncio.CancelledError):
             raise  # a stop is not the step's outcome: nothing is recorded
         except Exception as error:
@@ -153,7 +163,7 @@ class Journal:
             found = await self._store.get_fact(self.task_id, name)
             value: Any = None if found is None else {"fact": found.payload}
             if value is None and check is not None:
-                checked = await _call(check, (), {})
+                checked = await self._call(check, (), {})
                 if checked is not None and checked is not False:
                     value = {"fact": checked}
             if value is None and deadline is not None and SYSTEM_CLOCK.time() + offset >= deadline:
@@ -218,13 +228,24 @@ class Journal:
         if state.done:
             return state.result
         info = EffectInfo(idempotency_key=f"{self.task_id}:{op_key}", resumed=state.resumed)
-        result = await _call(fn, (info, *args), kwargs)
+        result = await self._call(fn, (info, *args), kwargs)
         finish = self._store.finish_effect(self.task_id, self.epoch, op_key, result, commit)
         try:
             return await self._fenced(finish)
         except CommitFailed as error:
             cause = error.__cause__
             raise (cause if cause is not None else error) from None
+
+    async def _call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Await a coroutine function here; run a plain one on the host's worker threads."""
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args, **kwargs)
+        result = await self._sync(fn, args, kwargs)
+        if inspect.isawaitable(result):
+            return await result
+        return result
 
     async def _fenced(self, call: Awaitable[_T]) -> _T:
         try:
@@ -245,7 +266,16 @@ class JournalGate:
     owner holds the task; a store failure raises, and the attempt fails.
     """
 
-    __slots__ = ("_durable", "_max_resumes", "_owner", "_parkable", "_store", "_task_id", "journal")
+    __slots__ = (
+        "_durable",
+        "_max_resumes",
+        "_owner",
+        "_parkable",
+        "_run_sync",
+        "_store",
+        "_task_id",
+        "journal",
+    )
 
     def __init__(
         self,
@@ -256,8 +286,10 @@ class JournalGate:
         max_resumes: int,
         durable: Callable[[], Awaitable[bool]] | None,
         parkable: bool = False,
+        run_sync: RunSync | None = None,
     ) -> None:
         self._parkable = parkable
+        self._run_sync = run_sync
         self._store = store
         self._task_id = task_id
         self._owner = owner
@@ -275,7 +307,8 @@ class JournalGate:
             )
         except StaleEpoch:
             return False
-        self.journal = Journal(store, task_id, epoch, await store.steps(task_id))
+        recorded = await store.steps(task_id)
+        self.journal = Journal(store, task_id, epoch, recorded, run_sync=self._run_sync)
         self.journal.parkable = self._parkable
         return True
 
@@ -334,12 +367,9 @@ def _replay_error(step: StepRecord) -> StepFailed:
     )
 
 
-async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Await a coroutine function here; run a plain one in a worker thread."""
-    if inspect.iscoroutinefunction(fn):
-        return await fn(*args, **kwargs)
+async def _in_a_thread(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Without a host's threads (a journal made by hand): the loop's default executor."""
     loop = asyncio.get_running_loop()
-    result = await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
-    if inspect.isawaitable(result):
-        return await result
-    return result
+    return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))

@@ -230,6 +230,7 @@ class ControllerHost:
                 max_resumes=spec.max_resumes,
                 durable=lambda: writer.durable(run, version),
                 parkable=self.parking and getattr(run, "adopted", None) is not None,
+                run_sync=self._run_sync_step,
             )
         return lambda: writer.durable(run, version)
 
@@ -242,11 +243,17 @@ class ControllerHost:
             choice = self._default_executor
         return resolve_executor(choice, spec, self._thread_executor)
 
-    def _thread_executor(self) -> Executor:
+    def _thread_executor(self) -> ThreadExecutor:
         if self._threads is None:
             self._threads = ThreadExecutor(max_workers=self._max_parallel)
             self._owned_executors.append(self._threads)
         return self._threads
+
+    async def _run_sync_step(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """A durable task's plain step (or operation, or check): on this host's threads."""
+        return await self._thread_executor().call(fn, args, kwargs)
 
     def _dispatch_ready(self) -> None:
         queue = self._queue

@@ -11,6 +11,7 @@ be used freely and nothing needs to be picklable.
 from __future__ import annotations
 
 import asyncio
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -72,6 +73,30 @@ class ThreadExecutor(Executor):
         try:
             return await anyio.to_thread.run_sync(
                 _call, fn, context, args, kwargs, abandon_on_cancel=True, limiter=limiter
+            )
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0 and self._drained is not None:
+                self._drained.set()
+
+    async def call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """``fn(*args, **kwargs)`` on one of these threads: a durable task's plain step.
+
+        Bounded by the same ``max_workers`` as the sync tasks, and waited for
+        by :meth:`aclose` like them.
+        """
+        if self._closed:
+            raise ExecutorClosed("the thread executor is closed")
+        loop = asyncio.get_running_loop()
+        limiter = self._limiters.get(loop)
+        if limiter is None:
+            limiter = self._limiters[loop] = anyio.CapacityLimiter(self.max_workers)
+        self._in_flight += 1
+        try:
+            return await anyio.to_thread.run_sync(
+                functools.partial(fn, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
             )
         finally:
             self._in_flight -= 1

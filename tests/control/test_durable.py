@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -406,3 +407,26 @@ async def test_step_names_of_the_runtime_are_refused(tmp_path: Path) -> None:
     assert final.failure is not None
     assert "names starting with 'fact:' or 'sleep:' are the runtime's own" in final.failure.message
     assert RAN == {}
+
+
+async def test_plain_steps_run_on_the_controllers_own_worker_threads(tmp_path: Path) -> None:
+    """A sync step takes a thread of the host's executor (bounded, closed with it)."""
+    threads: list[str] = []
+
+    def where() -> str:
+        threads.append(threading.current_thread().name)
+        return "ok"
+
+    async def uses_a_thread(ctx: Any) -> Any:
+        return await ctx.step("where", where)
+
+    db = tmp_path / "q.db"
+    async with Controller(store=db, owner="client") as client:
+        queued = await client.enqueue("uses_a_thread", task_id="t-1")
+        worker = _worker(db)
+        worker.register("uses_a_thread", uses_a_thread, durable=True)
+        async with worker:
+            final = await queued.wait(timeout=20)
+    assert final.result == "ok"
+    # anyio's worker threads, under the executor's limiter; not asyncio's default pool
+    assert threads == ["AnyIO worker thread"]
