@@ -83,6 +83,11 @@ class ControlPlane:
         )
         self.progress = ProgressWriter(store, live_runs, interval=poll_interval)
         self.reconcile_interval = reconcile_interval
+        #: A worker's registrations: the ``max_resumes`` of a durable task by name and
+        #: version, ``None`` for one not durable (or not registered) here. Reconcile asks
+        #: it for a task with no durable run yet (its worker died before its first
+        #: attempt began): that task is durable all the same, and is resumed.
+        self.max_resumes_of: Callable[[str, int | None], int | None] | None = None
         self._reconciler: asyncio.Task[None] | None = None
         self._becoming: asyncio.Lock | None = None
 
@@ -183,12 +188,21 @@ class ControlPlane:
             runs = await self.store.durable_runs(candidates)
         except NotImplementedError:
             return {}  # a store without durable execution has no durable tasks
-        if not runs:
+        limits = {task_id: run.max_resumes for task_id, run in runs.items()}
+        lookup = self.max_resumes_of
+        if lookup is not None:
+            for task_id in candidates:
+                if task_id not in limits:  # no attempt began: durable if registered so here
+                    snapshot = by_id[task_id]
+                    known = lookup(snapshot.name, snapshot.version)
+                    if known is not None:
+                        limits[task_id] = known
+        if not limits:
             return {}
-        histories = await self.store.histories(list(runs))
+        histories = await self.store.histories(list(limits))
         return {
-            task_id: (resumes_so_far(histories[task_id]), run.max_resumes)
-            for task_id, run in runs.items()
+            task_id: (resumes_so_far(histories[task_id]), max_resumes)
+            for task_id, max_resumes in limits.items()
         }
 
     async def _requeue(

@@ -18,18 +18,19 @@ limits a claimed task may have to wait for a slot, so it is claimed
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
-from chongming.errors import ChongmingError
+from chongming.errors import ChongmingError, StoreUnavailable, VersionConflict
 from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
 from chongming.state.records import Failure, FailureKind, TaskSnapshot, Transition
@@ -49,6 +50,10 @@ if TYPE_CHECKING:
 __all__ = ["Worker", "claimed_run", "worker_of"]
 
 _log = logging.getLogger("chongming.control")
+_T = TypeVar("_T")
+
+#: How long giving back a claim (or a start) this node will not run waits for the store.
+GIVE_BACK_PATIENCE = 30.0
 
 
 class Worker:
@@ -101,6 +106,7 @@ class Worker:
 
     async def start(self) -> None:
         self._plane.node.serves = self.served_names  # published in the node row
+        self._plane.max_resumes_of = self.max_resumes_of  # reconcile knows durable tasks
         await self._plane.become_node()  # claims are made by a live node only
         self._host.on_finished = self._claims.wake
         self._host.parking = True  # a claimed durable task may park for a long sleep
@@ -124,7 +130,7 @@ class Worker:
             self._host.forget(run)  # out of admission, its start timer cancelled
             self._plane.writer.forget(run)
             if status is TaskStatus.STARTING:  # its claim started it; it waited for a slot
-                await self._give_back(snapshot)
+                await self._give_back(snapshot, patience=0)
                 continue
             try:
                 await store.release_claim(run.task_id, self._owner, snapshot.status_version)
@@ -154,6 +160,14 @@ class Worker:
             if free:
                 claimable[name] = free
         return claimable
+
+    def max_resumes_of(self, name: str, version: int | None) -> int | None:
+        """The ``max_resumes`` of ``name@version`` if registered here durable, else ``None``."""
+        try:
+            spec = self._registry.get(name, version)
+        except ChongmingError:
+            return None
+        return spec.max_resumes if spec.durable else None
 
     def served_names(self) -> frozenset[str]:
         """What this worker serves as the node row says it: ``name`` or ``name@N``."""
@@ -188,7 +202,7 @@ class Worker:
                     pass  # still ours in the store: reconcile requeues it if we die
             raise
         for stored in claimed:
-            if stored.task_id in self._host:
+            if self._answered_twice(stored):
                 continue  # adopted already (a claim re-answered after a connection error)
             await self._take(stored, histories[stored.task_id])
 
@@ -197,8 +211,33 @@ class Worker:
         for task in claimed:
             await self._take(task.snapshot, task.history)
 
+    def _answered_twice(self, stored: TaskSnapshot) -> bool:
+        """This claim of ``stored`` was adopted here already (a live run took it at its version)."""
+        held = self._host.get(stored.task_id)
+        return (
+            held is not None
+            and not held.done
+            and held.adopted is not None
+            and held.adopted.status_version == stored.status_version
+        )
+
+    def _drop_ended(self, task_id: str) -> None:
+        """Forget a run of ``task_id`` that ended here: the store gave the task back to us.
+
+        A durable task this node ran may come back to it: its attempt here was
+        fenced or let go (reconciled by another node while the store was away,
+        say) and the task went back to the queue. The run kept among the
+        finished ones is history; the new claim is the task now (a run still
+        live here is not dropped: :meth:`_take` gives that claim back).
+        """
+        held = self._host.get(task_id)
+        if held is not None and held.done:
+            self._host.forget(held)
+            self._plane.writer.forget(held)
+
     async def _take(self, stored: TaskSnapshot, history: Sequence[Transition]) -> None:
         """One claimed task (``queued``, or ``starting`` by its claim) as a run of this host."""
+        self._drop_ended(stored.task_id)
         try:
             spec = self._registry.get(stored.name, stored.version)
             run = self._make_run(spec, stored)
@@ -213,19 +252,29 @@ class Worker:
             _log.warning("claimed %r but cannot hold it (%s); giving it back", run.task_id, error)
             if stored.status is TaskStatus.STARTING:
                 await self._give_back(stored)
-            else:
-                await self._plane.store.release_claim(
-                    stored.task_id, self._owner, stored.status_version
+                return
+            store = self._plane.store
+            try:
+                await _patiently(
+                    lambda: store.release_claim(stored.task_id, self._owner, stored.status_version)
                 )
+            except ChongmingError as failed:
+                _log.warning("could not give %r back to the queue: %s", stored.task_id, failed)
             return
         self._plane.writer.adopt(run, stored.status_version)
         run.enter_admission()
 
-    async def _give_back(self, stored: TaskSnapshot) -> None:
+    async def _give_back(
+        self, stored: TaskSnapshot, *, patience: float = GIVE_BACK_PATIENCE
+    ) -> None:
         """A task its claim started but this node will not launch: back to the queue.
 
         ``starting -> retry_wait -> queued`` (the only way back the table
         has), then the claim is released, so any worker takes it again.
+        While the store is away it is retried for ``patience`` seconds: left
+        ``starting`` under this live node, the task would be stranded
+        (reconcile leaves a live owner's tasks alone). A closing node does
+        not wait (``patience=0``): once it is gone, reconcile takes it over.
         """
         now = to_datetime(self._time())
         reason = "claimed by a worker that did not launch it"
@@ -235,15 +284,29 @@ class Worker:
         queued, second = apply_transition(
             waiting, TaskStatus.QUEUED, trigger=Trigger.RETRY_DUE, at=now
         )
-        store = self._plane.store
+        store, task_id = self._plane.store, stored.task_id
         try:
-            await store.save(
-                queued, expect_version=stored.status_version, transitions=[first, second]
+            try:
+                await _patiently(
+                    lambda: store.save(
+                        queued, expect_version=stored.status_version, transitions=[first, second]
+                    ),
+                    patience,
+                )
+            except VersionConflict:
+                # A try whose reply was lost may have committed it: go on only if so.
+                now_stored = await _patiently(lambda: store.get(task_id), patience)
+                if now_stored is None or (now_stored.status, now_stored.status_version) != (
+                    TaskStatus.QUEUED,
+                    queued.status_version,
+                ):
+                    return  # it moved on without us
+            await _patiently(
+                lambda: store.release_claim(task_id, self._owner, queued.status_version), patience
             )
-            await store.release_claim(stored.task_id, self._owner, queued.status_version)
         except ChongmingError as error:
             # Still ours in the store: reconcile sees a dead owner's starting task (lost).
-            _log.warning("could not give %r back to the queue: %s", stored.task_id, error)
+            _log.warning("could not give %r back to the queue: %s", task_id, error)
 
     async def _refuse(self, stored: TaskSnapshot, message: str) -> None:
         """End a claimed task that cannot start: ``starting``, then ``failed`` (launch_error)."""
@@ -267,6 +330,20 @@ class Worker:
             )
         except ChongmingError as error:
             _log.warning("could not record claimed task %r as failed: %s", stored.task_id, error)
+
+
+async def _patiently(call: Callable[[], Awaitable[_T]], patience: float = GIVE_BACK_PATIENCE) -> _T:
+    """``call()``, tried again while the store is unreachable, for ``patience`` seconds."""
+    deadline = time.monotonic() + patience
+    delay = 0.1
+    while True:
+        try:
+            return await call()
+        except StoreUnavailable:
+            if time.monotonic() + delay > deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
 
 def claimed_run(
