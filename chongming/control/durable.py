@@ -21,6 +21,7 @@ import asyncio
 import collections
 import functools
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -30,6 +31,7 @@ from chongming.errors import (
     FencingError,
     NondeterminismError,
     StepFailed,
+    StoreUnavailable,
     TaskCancelled,
 )
 from chongming.stores.base import TaskStore
@@ -50,6 +52,10 @@ PARK_AFTER = 5.0
 FACT_RECHECK = 3600.0
 
 _MESSAGE = 2000  # characters of a recorded error message
+#: First and longest pause between tries of a journal call while the store is away.
+_OUTAGE_BACKOFF = (0.05, 2.0)
+
+_log = logging.getLogger("chongming.control")
 
 
 class Journal:
@@ -160,7 +166,7 @@ class Journal:
             return self._decided(recorded, name, timeout)
         waiting_since = SYSTEM_CLOCK.time() + offset
         while True:
-            found = await self._store.get_fact(self.task_id, name)
+            found = await _through_outages(lambda: self._store.get_fact(self.task_id, name))
             value: Any = None if found is None else {"fact": found.payload}
             if value is None and check is not None:
                 checked = await self._call(check, (), {})
@@ -200,7 +206,7 @@ class Journal:
     async def _clock_offset(self) -> float:
         """How far the store's clock is ahead of this node's (seconds, may be negative)."""
         before = SYSTEM_CLOCK.time()
-        store_now = (await self._store.store_time()).timestamp()
+        store_now = (await _through_outages(self._store.store_time)).timestamp()
         return store_now - (before + SYSTEM_CLOCK.time()) / 2
 
     def _decided(self, step: StepRecord, name: str, timeout: float | None) -> Any:
@@ -224,14 +230,17 @@ class Journal:
         by key, not by order: they may come anywhere among the steps.
         """
         self.check_fenced()
-        state = await self._fenced(self._store.begin_effect(self.task_id, self.epoch, op_key))
+        state = await self._fenced(
+            lambda: self._store.begin_effect(self.task_id, self.epoch, op_key)
+        )
         if state.done:
             return state.result
         info = EffectInfo(idempotency_key=f"{self.task_id}:{op_key}", resumed=state.resumed)
         result = await self._call(fn, (info, *args), kwargs)
-        finish = self._store.finish_effect(self.task_id, self.epoch, op_key, result, commit)
         try:
-            return await self._fenced(finish)
+            return await self._fenced(
+                lambda: self._store.finish_effect(self.task_id, self.epoch, op_key, result, commit)
+            )
         except CommitFailed as error:
             cause = error.__cause__
             raise (cause if cause is not None else error) from None
@@ -247,15 +256,16 @@ class Journal:
             return await result
         return result
 
-    async def _fenced(self, call: Awaitable[_T]) -> _T:
+    async def _fenced(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call()`` through store outages; a stale epoch fences this attempt off for good."""
         try:
-            return await call
+            return await _through_outages(call)
         except StaleEpoch as error:
             self._fenced_why = str(error)
             raise FencingError(self.task_id, self.epoch, str(error)) from None
 
     async def _record(self, step: StepRecord) -> StepRecord:
-        return await self._fenced(self._store.record_step(self.task_id, self.epoch, step))
+        return await self._fenced(lambda: self._store.record_step(self.task_id, self.epoch, step))
 
 
 class JournalGate:
@@ -302,15 +312,39 @@ class JournalGate:
             return False
         store, task_id = self._store, self._task_id
         try:
-            epoch = await store.begin_durable_attempt(
-                task_id, self._owner, max_resumes=self._max_resumes
+            epoch = await _through_outages(
+                lambda: store.begin_durable_attempt(
+                    task_id, self._owner, max_resumes=self._max_resumes
+                )
             )
         except StaleEpoch:
             return False
-        recorded = await store.steps(task_id)
+        recorded = await _through_outages(lambda: store.steps(task_id))
         self.journal = Journal(store, task_id, epoch, recorded, run_sync=self._run_sync)
         self.journal.parkable = self._parkable
         return True
+
+
+async def _through_outages(call: Callable[[], Awaitable[_T]]) -> _T:
+    """``call()``, tried again while the store is unreachable, until it answers.
+
+    Every journal call is safe to repeat after an unknown outcome (a step's
+    first record wins, an operation done answers its result, a begun one says
+    it was resumed), and the write-through waits out the same outage: a
+    durable task must not fail, its recorded steps wasted, because the
+    database restarted. A takeover meanwhile shows as a stale epoch once the
+    store answers; a stop cancels the wait.
+    """
+    delay, warned = _OUTAGE_BACKOFF[0], False
+    while True:
+        try:
+            return await call()
+        except StoreUnavailable as error:
+            if not warned:
+                _log.warning("the store is unreachable; a durable task waits for it: %s", error)
+                warned = True
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _OUTAGE_BACKOFF[1])
 
 
 def _deadline(timeout: float | None, offset: float) -> float | None:

@@ -22,8 +22,8 @@ or a wait for a fact nobody sends. The server is crashed twice with
 Then, within ``BOUND`` seconds of the second restart, every task must be
 terminal or visibly waiting: ``succeeded`` with all its steps, or waiting for
 the unsent fact (in its slot under a live worker, or parked: no owner, a
-``not_before`` ahead), or — while ``JOURNAL_WAITS_THROUGH_OUTAGES`` is False —
-``failed`` with a journal call's ``StoreUnavailable`` as the stated reason.
+``not_before`` ahead). None failed because a call of its journal met the
+server away: the journal waits for the store as the write-through does.
 None is stranded (no carrier status under a dead or no owner, nothing queued
 under a dead owner, nothing left queued past the bound). The killed worker's
 running tasks all succeed after a lost attempt; each operation committed at
@@ -75,13 +75,7 @@ MIDWAY = 6  # step bodies run before the first crash
 BOUND = 60.0
 SCHEMA = "chongming"
 
-#: False while a durable task's journal (chongming/control/durable.py) gives up on a
-#: store call after the store's few quick retries: a task whose step record, operation,
-#: fact look or attempt start meets the server away then ends ``failed`` (retryable
-#: StoreUnavailable) instead of waiting for it. Those are allowed here, named and
-#: checked; ``tests/control/test_journal_outage.py`` fails (strict xfail) once the
-#: journal waits, and then this turns True and every task must succeed.
-JOURNAL_WAITS_THROUGH_OUTAGES = False
+#: The store calls of a durable attempt's journal, as their failures would read.
 _JOURNAL_CALLS = (
     "recording a step",
     "beginning operation",
@@ -226,7 +220,7 @@ def _parked(task: TaskSnapshot) -> bool:
 
 
 def _outage_failure(task: TaskSnapshot) -> bool:
-    """Failed because a call of its journal met the server away (see JOURNAL_WAITS...)."""
+    """Failed because a call of its journal met the server away (it must wait instead)."""
     failure = task.failure
     return (
         task.status is TaskStatus.FAILED
@@ -353,8 +347,7 @@ async def test_store_crashes_mid_step_and_mid_reconcile_strand_no_task(
     succeeded = {t for t, task in finals.items() if task.status is TaskStatus.SUCCEEDED}
     cut_off = {t for t, task in finals.items() if _outage_failure(task)}
     waiting_ids = {t for t, kind in kinds.items() if kind == "unsent"} - cut_off
-    if JOURNAL_WAITS_THROUGH_OUTAGES:
-        assert cut_off == set(), told
+    assert cut_off == set(), told
     assert succeeded | cut_off | waiting_ids == set(kinds), told
     # The killed worker's tasks ran nowhere during the second outage: taken over by a
     # reconcile after it (a started one shows its lost attempt), they all succeeded.

@@ -1,15 +1,13 @@
-"""A durable task's journal meets the store away for a moment: it should wait, not fail.
+"""A durable task's journal meets the store away for a moment: it waits, it does not fail.
 
 Found by the store-restart proof (tests/cli/test_durable_store_restart.py):
-every call the journal of a durable attempt makes to the store — starting
+every call the journal of a durable attempt made to the store — starting
 the attempt, recording a step, an operation's intent and its commit, a look
-for a fact — gives up after the store's own few quick retries, so a task
-whose call meets the server restarting ends ``failed`` (a retryable
+for a fact — gave up after the store's own few quick retries, so a task
+whose call met the server restarting ended ``failed`` (a retryable
 ``StoreUnavailable``), its recorded steps wasted, though each of those calls
-is safe to repeat after an unknown outcome (docs/durable.md) and write-through
-waits through the same outage. These are strict expected failures: the fix
-belongs in chongming/control/durable.py (being changed elsewhere); once it
-lands they pass, and ``JOURNAL_WAITS_THROUGH_OUTAGES`` in the proof turns True.
+is safe to repeat after an unknown outcome and the write-through waits
+through the same outage. Each call here meets the store away twice.
 """
 
 from __future__ import annotations
@@ -40,13 +38,17 @@ async def journaled(ctx: Any) -> str:
     return "done"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="control/durable.py: the journal does not wait through StoreUnavailable",
-)
 @pytest.mark.parametrize(
     "method",
-    ["begin_durable_attempt", "record_step", "begin_effect", "finish_effect", "get_fact"],
+    [
+        "begin_durable_attempt",
+        "steps",
+        "record_step",
+        "begin_effect",
+        "finish_effect",
+        "get_fact",
+        "store_time",
+    ],
 )
 async def test_a_journal_call_that_meets_the_store_away_waits_for_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
