@@ -1,7 +1,8 @@
 """A PostgreSQL server restarted mid-run (``pg_ctl -m immediate restart``).
 
-Runs against a throwaway cluster (``initdb`` into a temp dir as the
-``postgres`` OS user, on a free loopback port), never the shared server.
+Runs against a throwaway cluster (``tests/pg_cluster.py``: ``initdb`` into a
+temp dir as the ``postgres`` OS user, on a free loopback port), never the
+shared server.
 Pass marks from docs/reliability.md: no acknowledged transition lost; writes
 resume within 10 s of the server accepting connections again.
 """
@@ -9,17 +10,7 @@ resume within 10 s of the server accepting connections again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import glob
-import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
-from typing import NoReturn
 
 import pytest
 
@@ -28,7 +19,10 @@ from chongming.state.audit import audit_history
 from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 from chongming.testing.store_contract import make_snapshot, next_step
-from tests.stores.pg_support import REQUIRED, reread
+from tests.pg_cluster import PgCluster, pg_cluster
+from tests.stores.pg_support import reread
+
+__all__ = ["pg_cluster"]  # the fixture, imported for pytest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -37,89 +31,12 @@ _CYCLE = {_S.RUNNING: _S.PAUSING, _S.PAUSING: _S.RUNNING}
 _START = {_S.PENDING: _S.QUEUED, _S.QUEUED: _S.STARTING, _S.STARTING: _S.RUNNING}
 
 
-def _unavailable(reason: str) -> NoReturn:
-    if REQUIRED:
-        pytest.fail(f"throwaway cluster unavailable: {reason}", pytrace=False)
-    pytest.skip(f"throwaway cluster unavailable: {reason}")
-
-
-def _binaries() -> str:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
-    if not found:
-        _unavailable("no PostgreSQL server binaries under /usr/lib/postgresql")
-    return os.path.dirname(found[-1])
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class Cluster:
-    def __init__(self, bindir: str, datadir: str, port: int, as_user: list[str]) -> None:
-        self.bindir = bindir
-        self.datadir = datadir
-        self.port = port
-        self.as_user = as_user
-        self.dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-
-    def pg_ctl(self, *args: str, timeout: float = 60) -> None:
-        command = [
-            *self.as_user,
-            f"{self.bindir}/pg_ctl",
-            "-D",
-            self.datadir,
-            "-w",
-            "-t",
-            "30",
-            "-o",
-            f"-p {self.port} -k {self.datadir} -c listen_addresses=127.0.0.1",
-            "-l",
-            f"{self.datadir}/server.log",
-            *args,
-        ]
-        subprocess.run(command, check=True, capture_output=True, timeout=timeout)
-
-
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    bindir = _binaries()
-    if os.geteuid() == 0:
-        try:
-            account = pwd.getpwnam("postgres")
-        except KeyError:
-            _unavailable("running as root and there is no postgres OS user")
-        runner = shutil.which("runuser")
-        if runner is None:
-            _unavailable("runuser is missing")
-        as_user = [runner, "-u", "postgres", "--"]
-    else:
-        account = None
-        as_user = []
-    base = tempfile.mkdtemp(prefix="chongming-pg-")
-    datadir = os.path.join(base, "data")
-    os.mkdir(datadir, 0o700)
-    if account is not None:
-        os.chown(base, account.pw_uid, account.pw_gid)
-        os.chown(datadir, account.pw_uid, account.pw_gid)
-    cluster = Cluster(bindir, datadir, _free_port(), as_user)
-    try:
-        subprocess.run(
-            [*as_user, f"{bindir}/initdb", "-D", datadir, "-A", "trust", "-U", "postgres"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        cluster.pg_ctl("start")
-        yield cluster
-    finally:
-        with contextlib.suppress(Exception):
-            cluster.pg_ctl("stop", "-m", "immediate")
-        shutil.rmtree(base, ignore_errors=True)
+def cluster(pg_cluster: PgCluster) -> PgCluster:
+    return pg_cluster
 
 
-async def test_server_restart_loses_no_acknowledged_transition(cluster: Cluster) -> None:
+async def test_server_restart_loses_no_acknowledged_transition(cluster: PgCluster) -> None:
     from chongming.stores.postgres import PostgresTaskStore
 
     store = PostgresTaskStore(cluster.dsn, schema="restart_test", min_size=1, max_size=4)
