@@ -18,10 +18,10 @@ from typing import Any
 from chongming import Controller, SqliteTaskStore, TaskRun, TaskStatus
 from chongming.state import audit_history
 from chongming.stores.base import TaskStore
-from tests.stores.test_postgres_restart import Cluster, cluster
+from tests.pg_cluster import PgCluster, pg_cluster
 from tests.support import wait_for
 
-__all__ = ["cluster"]  # the throwaway-cluster fixture, used below
+__all__ = ["pg_cluster"]  # the throwaway-cluster fixture, used below
 
 S = TaskStatus
 
@@ -99,7 +99,8 @@ async def test_sqlite_locked_past_the_busy_timeout(tmp_path: Path) -> None:
             holder.join(10)
 
 
-async def test_postgres_stopped_and_started_again(cluster: Cluster) -> None:
+async def test_postgres_stopped_and_started_again(pg_cluster: PgCluster) -> None:
+    cluster = pg_cluster
     from chongming.stores.postgres import PostgresTaskStore
 
     store = PostgresTaskStore(cluster.dsn, schema="outage", min_size=1, max_size=4)
