@@ -27,7 +27,13 @@ from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
-from chongming.controller.enqueue import EnqueueRequest, QueuedTask, ServedVersions, build_enqueued
+from chongming.controller.enqueue import (
+    EnqueueRequest,
+    QueuedTask,
+    ServedVersions,
+    build_enqueued,
+    store_enqueue,
+)
 from chongming.controller.host import ControllerHost
 from chongming.controller.observers import Observer, wire
 from chongming.controller.plane_calls import PlaneCalls, check_facts, send_facts
@@ -477,7 +483,9 @@ class Controller(PlaneCalls):
             request, self.registry, self.clock, self.max_payload_bytes
         )
         check_facts(facts, connection)
-        result = await plane.store.enqueue(snapshot, [transition], connection=connection)
+        result = await store_enqueue(
+            plane.store, snapshot, [transition], connection=connection, observers=self._observers
+        )
         await send_facts(plane.store, result.snapshot.task_id, facts)
         if self._worker is not None:
             self._worker.wake()

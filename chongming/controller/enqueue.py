@@ -7,16 +7,24 @@ the bucket and the earliest start, with its first transition
 bucket and serves the name and version claims it and runs it through the
 ordinary state machine. The enqueuing process needs no registration and runs
 nothing; :class:`QueuedTask` follows the task through the store.
+
+Observers may hand a trace carrier to store with the task
+(:meth:`Observer.trace_carrier <chongming.controller.observers.Observer.trace_carrier>`):
+it goes to the store in the same write, so the attempt on whichever node
+claims the task continues the enqueuer's trace. A broken carrier is dropped
+(the fan-out logs it); it never fails an enqueue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import inspect
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock, to_datetime
 from chongming.errors import ConfigurationError, PayloadError, TaskNotFound
@@ -33,10 +41,13 @@ from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.nodes import NodeRecord, served_by_live_nodes
-from chongming.stores.queue import check_idempotency_key
+from chongming.stores.queue import Enqueued, check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
-__all__ = ["ENQUEUED", "QueuedTask", "ServedVersions", "build_enqueued"]
+if TYPE_CHECKING:
+    from chongming.controller.observers import Observers
+
+__all__ = ["ENQUEUED", "QueuedTask", "ServedVersions", "build_enqueued", "store_enqueue"]
 
 #: The trigger of an enqueued task's first transition.
 ENQUEUED = Trigger.ENQUEUED
@@ -148,6 +159,37 @@ def build_enqueued(
         idempotency_key=key,
     )
     return snapshot, transition
+
+
+async def store_enqueue(
+    store: TaskStore,
+    snapshot: TaskSnapshot,
+    transitions: Sequence[Transition],
+    *,
+    connection: object | None,
+    observers: Observers | None,
+) -> Enqueued:
+    """``store.enqueue`` with the observers' trace carrier, when there is one.
+
+    A store whose ``enqueue`` predates the ``trace_carrier`` parameter (a
+    third-party one) is called without it: the task is enqueued all the
+    same, and its attempt starts a trace of its own.
+    """
+    carrier = None if observers is None else observers.trace_carrier()
+    if carrier is None or not _takes_carrier(type(store)):
+        return await store.enqueue(snapshot, transitions, connection=connection)
+    return await store.enqueue(snapshot, transitions, connection=connection, trace_carrier=carrier)
+
+
+@functools.cache
+def _takes_carrier(kind: type[TaskStore]) -> bool:
+    try:
+        parameters = inspect.signature(kind.enqueue).parameters
+    except (TypeError, ValueError):
+        return False
+    return "trace_carrier" in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
+    )
 
 
 class QueuedTask:

@@ -9,11 +9,17 @@ are observers; so is anything a user writes by subclassing :class:`Observer`.
   (every transition of every run), ``register`` (every run that arrives,
   submitted or claimed) and ``spawn`` (every attempt's coroutine);
 - the write-through's batch write (every state write to the store);
-- the command applier and reconcile of the control plane.
+- the command applier and reconcile of the control plane;
+- ``enqueue`` (:meth:`Observer.trace_carrier`: a trace context stored with the
+  task) and the worker's claim (:meth:`Observer.claimed`: that context given
+  back on the node that runs it).
 
-Without observers each seam costs one ``is None`` test. Hooks run on the
-event loop, so they must be cheap and must not block. A hook that raises is
-logged and ignored: an observer can never fail a task or a store write.
+Without observers each seam costs one ``is None`` test. The fan-out calls a
+hook only on the members that override it (and have not named it in
+:attr:`Observer.idle_hooks`), so a hook nobody needs costs a no-op call.
+Hooks run on the event loop, so they must be cheap and must not block. A hook
+that raises is logged and ignored: an observer can never fail a task, an
+enqueue or a store write.
 """
 
 from __future__ import annotations
@@ -21,14 +27,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chongming.control.reconcile import ReconcileReport
-from chongming.errors import ConfigurationError
+from chongming.errors import ConfigurationError, PayloadError
 from chongming.scheduler.limits import AdmissionStatistics
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, TaskStore
+from chongming.stores.queue import check_trace_carrier
 from chongming.stores.writes import StateWrite, WriteResult
 
 if TYPE_CHECKING:
@@ -57,6 +64,10 @@ class RuntimeFacts:
 class Observer:
     """Every hook is a no-op; override the ones you need (see the module docstring)."""
 
+    #: Hooks this observer overrides but does not need now, by name: the fan-out never
+    #: calls them. Set it in ``__init__`` or ``attached`` (tracing without an SDK does).
+    idle_hooks: frozenset[str] = frozenset()
+
     def attached(self, facts: Callable[[], RuntimeFacts]) -> None:
         """The controller this observer watches; ``facts()`` reads it at any moment."""
 
@@ -72,6 +83,26 @@ class Observer:
         A wrapper must await ``coro`` whatever happens to its own bookkeeping.
         """
         return coro
+
+    def trace_carrier(self) -> Mapping[str, str] | None:
+        """At ``enqueue``, in the caller's context: what to store with the task for tracing.
+
+        A small str -> str mapping (a W3C ``traceparent`` / ``tracestate``),
+        written with the task in the same write and handed to :meth:`claimed`
+        on the node that claims it. ``None``: nothing. Members' carriers are
+        merged; one that is not a str -> str mapping, or that would make the
+        whole exceed :data:`~chongming.stores.queue.MAX_TRACE_CARRIER` bytes,
+        is dropped (logged at debug level) and the enqueue goes on.
+        """
+        return None
+
+    def claimed(self, run: Any, carrier: Mapping[str, str]) -> None:
+        """A run claimed from the queue arrived with the carrier its enqueue stored.
+
+        Called after :meth:`registered`, before its first attempt; only when a
+        carrier was stored, and only on a worker with an observer that overrides
+        this hook (the worker reads the carriers only then).
+        """
 
     def write_started(self, writes: Sequence[StateWrite]) -> object:
         """A batch of state writes goes to the store; the result is given to write_ended."""
@@ -118,7 +149,11 @@ class _Facts:
 
 
 class Observers(Observer):
-    """Several observers as one; each hook is guarded, so one bad observer harms nothing."""
+    """Several observers as one; each hook is guarded, so one bad observer harms nothing.
+
+    Each hook goes to the members that take it (see the module docstring),
+    chosen when built and again once every member is :meth:`attached`.
+    """
 
     def __init__(self, members: Iterable[Observer]) -> None:
         self.members = tuple(members)
@@ -127,43 +162,86 @@ class Observers(Observer):
                 raise ConfigurationError(
                     f"observers must be chongming Observer instances, got {member!r}"
                 )
-        # The hot hook, per transition: call the one member that has it directly. The
-        # host calls it last in record() and the run logs what it raises, so no guard
-        # is needed for bookkeeping's sake.
-        watching = [m for m in self.members if type(m).transition is not Observer.transition]
-        if len(watching) <= 1:
-            self.transition = (  # type: ignore[method-assign]
-                watching[0].transition if watching else _ignore_transition
-            )
+        self._select()
+
+    def _select(self) -> None:
+        members = self.members
+        self._registering = _taking(members, "registered")
+        self._wrapping = _taking(members, "wrap_attempt")
+        self._carrying = _taking(members, "trace_carrier")
+        self._claiming = _taking(members, "claimed")
+        self._writing = _taking(members, "write_started", "write_ended")
+        #: True when a member wants the carriers of claimed runs (the worker reads them).
+        self.follows_carriers = bool(self._claiming)
+        # The hot hooks, per run and per transition: a hook nobody takes is a no-op, and
+        # the one member that takes the transition hook is called directly. The host
+        # calls it last in record() and the run logs what it raises, so no guard is
+        # needed for bookkeeping's sake.
+        watching = self._watching = _taking(members, "transition")
+        hooks: dict[str, Any] = {
+            "transition": (
+                None
+                if len(watching) > 1
+                else (watching[0].transition if watching else _ignore_transition)
+            ),
+            "registered": None if self._registering else _ignore_run,
+            "wrap_attempt": None if self._wrapping else _pass_attempt,
+        }
+        for name, hook in hooks.items():
+            if hook is None:
+                self.__dict__.pop(name, None)  # the fan-out's own method
+            else:
+                setattr(self, name, hook)
 
     def attached(self, facts: Callable[[], RuntimeFacts]) -> None:
         for member in self.members:
             _guard(member.attached, facts)
+        self._select()  # a member may have found itself idle (or busy) on attaching
 
     def registered(self, run: Any) -> None:
-        for member in self.members:
+        for member in self._registering:
             _guard(member.registered, run)
 
     def transition(self, run: Any, previous: TaskStatus) -> None:
-        for member in self.members:
+        for member in self._watching:
             try:
                 member.transition(run, previous)
             except Exception:
                 _log.exception("observer %r failed on a transition", member)
 
     def wrap_attempt(self, run: Any, coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
-        for member in self.members:
+        for member in self._wrapping:
             try:
                 coro = member.wrap_attempt(run, coro)
             except Exception:
                 _log.exception("observer %r failed to wrap an attempt", member)
         return coro
 
+    def trace_carrier(self) -> dict[str, str] | None:
+        """The members' carriers merged and checked; never raises (see :class:`Observer`)."""
+        merged: dict[str, str] = {}
+        for member in self._carrying:
+            found = _guard(member.trace_carrier)
+            try:
+                carrier = check_trace_carrier(found)
+                if carrier:
+                    carrier = check_trace_carrier({**merged, **carrier})
+            except PayloadError as error:
+                _log.debug("dropping the trace carrier of %r: %s", member, error.reason)
+                continue
+            if carrier:
+                merged = carrier
+        return merged or None
+
+    def claimed(self, run: Any, carrier: Mapping[str, str]) -> None:
+        for member in self._claiming:
+            _guard(member.claimed, run, carrier)
+
     async def store_write(
         self, store: TaskStore, writes: Sequence[StateWrite]
     ) -> list[WriteResult]:
         """``store.apply_writes(writes)``, reported to every member before and after."""
-        tokens = [(member, _guard(member.write_started, writes)) for member in self.members]
+        tokens = [(member, _guard(member.write_started, writes)) for member in self._writing]
         started = time.perf_counter()
         results: list[WriteResult] | None = None
         error: BaseException | None = None
@@ -189,8 +267,29 @@ class Observers(Observer):
             _guard(member.reconciled, report)
 
 
+def _taking(members: Sequence[Observer], *hooks: str) -> tuple[Observer, ...]:
+    """The members that override any of ``hooks`` and have not named them idle."""
+    return tuple(
+        member
+        for member in members
+        if any(
+            getattr(type(member), hook) is not getattr(Observer, hook)
+            and hook not in member.idle_hooks
+            for hook in hooks
+        )
+    )
+
+
 def _ignore_transition(run: Any, previous: TaskStatus) -> None:
     return None
+
+
+def _ignore_run(run: Any) -> None:
+    return None
+
+
+def _pass_attempt(run: Any, coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
+    return coro
 
 
 def _guard(hook: Any, *args: Any) -> Any:

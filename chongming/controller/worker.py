@@ -14,6 +14,12 @@ resource or cluster limit, nothing waiting for a slot), the claim also writes
 and reads the histories, and the launch waits for no write of its own. Under
 limits a claimed task may have to wait for a slot, so it is claimed
 ``queued`` and started by admission as before.
+
+A worker whose observers follow trace carriers (tracing) reads the carriers
+its claim took after each claim (:meth:`TaskStore.trace_carriers`, one read
+per claim) and hands each to the observers with its run, so the attempt
+continues the trace its enqueue was made in. The claim itself never reads
+them, and a failing read only costs the traces (logged; the tasks run).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -86,6 +92,7 @@ class Worker:
         self._owner = owner
         self._max_parallel = max_parallel
         self._make_run = make_run
+        self._carriers_failed = False
         self._claims = ClaimLoop(
             plane.store,
             owner=owner,
@@ -201,15 +208,30 @@ class Worker:
                 except ChongmingError:
                     pass  # still ours in the store: reconcile requeues it if we die
             raise
+        carriers = await self._carriers([s.task_id for s in claimed])
         for stored in claimed:
             if self._answered_twice(stored):
                 continue  # adopted already (a claim re-answered after a connection error)
-            await self._take(stored, histories[stored.task_id])
+            await self._take(stored, histories[stored.task_id], carriers.get(stored.task_id))
 
     async def adopt_started(self, claimed: list[ClaimedTask]) -> None:
         """Run tasks their claim started here: admission launches each as it is."""
+        carriers = await self._carriers([task.snapshot.task_id for task in claimed])
         for task in claimed:
-            await self._take(task.snapshot, task.history)
+            await self._take(task.snapshot, task.history, carriers.get(task.snapshot.task_id))
+
+    async def _carriers(self, task_ids: list[str]) -> dict[str, dict[str, str]]:
+        """The trace carriers of claimed tasks, if an observer follows them (else no read)."""
+        observer = self._host.observer
+        if observer is None or not observer.follows_carriers:
+            return {}
+        try:
+            return await self._plane.store.trace_carriers(task_ids)
+        except Exception as error:  # tracing never keeps a claimed task from running
+            log = _log.debug if self._carriers_failed else _log.warning
+            self._carriers_failed = True
+            log("reading the trace carriers of claimed tasks failed (%s); they run untraced", error)
+            return {}
 
     def _answered_twice(self, stored: TaskSnapshot) -> bool:
         """This claim of ``stored`` was adopted here already (a live run took it at its version)."""
@@ -235,7 +257,12 @@ class Worker:
             self._host.forget(held)
             self._plane.writer.forget(held)
 
-    async def _take(self, stored: TaskSnapshot, history: Sequence[Transition]) -> None:
+    async def _take(
+        self,
+        stored: TaskSnapshot,
+        history: Sequence[Transition],
+        carrier: Mapping[str, str] | None = None,
+    ) -> None:
         """One claimed task (``queued``, or ``starting`` by its claim) as a run of this host."""
         self._drop_ended(stored.task_id)
         try:
@@ -261,6 +288,8 @@ class Worker:
             except ChongmingError as failed:
                 _log.warning("could not give %r back to the queue: %s", stored.task_id, failed)
             return
+        if carrier and self._host.observer is not None:
+            self._host.observer.claimed(run, carrier)  # before its first attempt: the parent
         self._plane.writer.adopt(run, stored.status_version)
         run.enter_admission()
 

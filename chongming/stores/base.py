@@ -230,10 +230,10 @@ class TaskStore(abc.ABC):
 
         ``trace_carrier``: the enqueuer's trace context (see
         :func:`~chongming.stores.queue.check_trace_carrier`), written with the
-        task in the same write and handed back at claim
-        (``ClaimedTask.trace_carrier``, :meth:`trace_carriers`); a bad one is
-        refused with :class:`PayloadError`. A task that was not created (an
-        idempotency key's twin) keeps what it was enqueued with.
+        task in the same write and read back by a worker that traces, after its
+        claim (:meth:`trace_carriers`); a bad one is refused with
+        :class:`PayloadError`. A task that was not created (an idempotency
+        key's twin) keeps what it was enqueued with.
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (enqueue)")
 

@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import inspect
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -83,6 +83,7 @@ from chongming.stores.queue import (
     Serves,
     check_claim,
     check_enqueued,
+    check_trace_carrier,
     input_digest,
 )
 from chongming.stores.stored import as_stored, utc_transition
@@ -115,6 +116,7 @@ class InMemoryTaskStore(TaskStore):
         self._limit = check_limit(max_payload_bytes)
         self._tasks: dict[str, TaskSnapshot] = {}
         self._keys: dict[str, tuple[str, str]] = {}  # idempotency key -> (task id, digest)
+        self._carriers: dict[str, dict[str, str]] = {}  # task id -> its enqueue's trace carrier
         self._history: dict[str, dict[int, Transition]] = {}
         self._nodes: dict[str, NodeRecord] = {}
         self._commands: dict[str, Command] = {}
@@ -167,6 +169,7 @@ class InMemoryTaskStore(TaskStore):
         transitions: Sequence[Transition] = (),
         *,
         connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
     ) -> Enqueued:
         self._check_open()
         if connection is not None:
@@ -176,6 +179,7 @@ class InMemoryTaskStore(TaskStore):
         check_enqueued(snapshot)
         stored = as_stored(snapshot, self._limit)
         check_transitions(transitions)
+        carrier = check_trace_carrier(trace_carrier)
         key = snapshot.idempotency_key
         digest = input_digest(stored)
         if key is not None and key in self._keys:
@@ -190,7 +194,14 @@ class InMemoryTaskStore(TaskStore):
         self._append(transitions)
         if key is not None:
             self._keys[key] = (snapshot.task_id, digest)
+        if carrier is not None:
+            self._carriers[snapshot.task_id] = carrier
         return Enqueued(snapshot=stored, created=True)
+
+    async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
+        self._check_open()
+        carriers = self._carriers
+        return {i: dict(carriers[i]) for i in task_ids if i in carriers}
 
     async def claim(
         self,

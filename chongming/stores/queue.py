@@ -4,6 +4,15 @@ A task enqueued by name carries its recipe in its row (registered name,
 version, JSON arguments); any node that owns its bucket and serves its name
 and version may claim it. These records are what the store port speaks in for
 that; the backends implement the atomic parts (``enqueue``, ``claim``).
+
+A task may also carry a *trace carrier*: the W3C trace context
+(``traceparent``, ``tracestate``) current where it was enqueued, a small
+str -> str mapping an observer supplies (:mod:`chongming.web.tracing`). The
+store writes it with the task, in the same write, and a worker that traces
+reads it back after its claim (``TaskStore.trace_carriers``), so the attempt
+on another node continues the enqueuer's trace. It is kept beside the task
+row, not in the snapshot: nothing but tracing reads it, and a claim of a
+worker that does not trace never touches it.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from chongming.stores.checks import check_text
 
 __all__ = [
     "MAX_IDEMPOTENCY_KEY",
+    "MAX_TRACE_CARRIER",
     "ClaimedTask",
     "Enqueued",
     "Serves",
@@ -27,11 +37,17 @@ __all__ = [
     "check_enqueued",
     "check_exclude_tags",
     "check_idempotency_key",
+    "check_trace_carrier",
+    "decode_trace_carrier",
+    "encode_trace_carrier",
     "input_digest",
 ]
 
 #: Longest idempotency key a store accepts (characters).
 MAX_IDEMPOTENCY_KEY = 1000
+#: Largest trace carrier a store accepts: its keys and values, UTF-8 bytes in all.
+#: A W3C ``traceparent`` is 55 bytes; ``tracestate`` may hold 32 entries of up to ~256.
+MAX_TRACE_CARRIER = 1024
 
 #: Name -> the versions a worker has registered (``None`` is the unversioned task).
 Serves = Mapping[str, Collection[int | None]]
@@ -67,6 +83,53 @@ def check_idempotency_key(key: object) -> str:
     if not key.isprintable():
         raise PayloadError("idempotency_key", "must not contain control characters")
     return key
+
+
+def check_trace_carrier(carrier: object) -> dict[str, str] | None:
+    """A trace carrier as a store keeps it: a plain dict, or ``None`` when empty.
+
+    Refused with :class:`PayloadError` (nothing is written): not a mapping,
+    a key or value that is not a string (or an empty key, NUL, a lone
+    surrogate), more than :data:`MAX_TRACE_CARRIER` UTF-8 bytes in all.
+    """
+    if carrier is None:
+        return None
+    if not isinstance(carrier, Mapping):
+        raise PayloadError(
+            "trace_carrier", f"must be a mapping of str to str, got {type(carrier).__name__}"
+        )
+    size = 0
+    checked: dict[str, str] = {}
+    for key, value in carrier.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise PayloadError(
+                "trace_carrier", f"holds non-empty str keys and str values, got {key!r}: {value!r}"
+            )
+        check_text(key, "trace_carrier")
+        check_text(value, "trace_carrier")
+        size += len(key.encode()) + len(value.encode())
+        if size > MAX_TRACE_CARRIER:
+            raise PayloadError("trace_carrier", f"must hold at most {MAX_TRACE_CARRIER} bytes")
+        checked[key] = value
+    return checked or None
+
+
+def encode_trace_carrier(carrier: Mapping[str, str]) -> str:
+    """A checked carrier as stored (canonical JSON text)."""
+    return json.dumps(dict(carrier), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_trace_carrier(text: str | None) -> dict[str, str] | None:
+    """A stored carrier read back; ``None`` when absent or not a JSON object of strings."""
+    if text is None:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)} or None
 
 
 def input_digest(snapshot: TaskSnapshot) -> str:

@@ -1,31 +1,41 @@
 """OpenTelemetry spans around each attempt and each store write (``opentelemetry-api`` only).
 
 ``Controller(observers=[ChongmingTracing()])``. The SDK, its exporters and
-sampling stay your choice: with no SDK configured every span is the API's
-no-op and costs next to nothing.
+sampling stay your choice. Without one (no ``tracer_provider`` given and no
+global provider set when the observer is built or its controller is) the
+observer is idle: it makes no spans and no attempt or run passes through it,
+so it costs nothing per task. Set the SDK up first.
 
 - ``chongming.attempt`` — one per attempt, from its launch to the status it
   ended in, around the coroutine that carries it, so the span is *current*
   inside an ``async def`` task (spans your code opens are its children).
   Its parent is the context that was current when the task was submitted
-  here: a web request that submits a task and the attempt it caused share
-  one trace. Attributes: ``chongming.task.id``, ``chongming.task.name``,
-  ``chongming.task.attempt``, ``chongming.task.status`` (at the end),
-  ``chongming.task.owner``. An attempt that does not succeed has status
-  ERROR with the failure's kind and message.
+  here, or, for a task claimed from the queue, the one that was current
+  where it was enqueued, in whichever process: a web request that submits or
+  enqueues a task and the attempt it caused share one trace. Attributes:
+  ``chongming.task.id``, ``chongming.task.name``, ``chongming.task.attempt``,
+  ``chongming.task.status`` (at the end), ``chongming.task.owner``. An
+  attempt that does not succeed has status ERROR with the failure's kind
+  and message.
 - ``chongming.store.write`` — one per batch the write-through sends, a root
   span linked to the attempt spans of the tasks it writes. Attributes:
   ``chongming.write.tasks`` (batch size), ``chongming.write.outcomes``, and
   for a batch of one the task's id, name, attempt and status.
 
-A task enqueued here and claimed by a worker in another process starts a
-new trace there: the task row has no column for a trace context yet (see
-``docs/observability.md``).
+Across processes: at ``enqueue`` the current context, if it holds a valid
+span, is written with the task as a W3C trace carrier (``traceparent`` and
+``tracestate``, at most 1 KiB, in the store's ``trace_carriers`` table, in
+the enqueue's own write); the worker that claims it reads it back (one read
+per claim, only on a worker that traces) and the attempt spans become
+children of the enqueuing span. A carrier is injected even without an SDK
+here (the context may come from upstream). Retries on the same node share
+that parent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Sequence
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chongming.controller.observers import Observer
@@ -45,6 +55,9 @@ WRITE_SPAN = "chongming.store.write"
 MAX_LINKS = 32
 #: Attempt spans kept for the links of later writes (the oldest are forgotten first).
 MAX_REMEMBERED = 10_000
+#: The hooks an idle observer (no SDK) leaves out: every one that is per run or per write.
+IDLE_HOOKS = frozenset({"registered", "wrap_attempt", "claimed", "write_started", "write_ended"})
+_log = logging.getLogger("chongming.tracing")
 
 
 class ChongmingTracing(Observer):
@@ -53,16 +66,53 @@ class ChongmingTracing(Observer):
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
         trace = need("opentelemetry.trace", "otel")
         self._context = need("opentelemetry.context", "otel")
-        from chongming.controller.support import package_version
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         self._trace = trace
-        self.tracer: Tracer = trace.get_tracer(
-            "chongming", package_version(), tracer_provider=tracer_provider
-        )
-        #: task id -> the context current when the run arrived (submit), until its end.
+        self._provider = tracer_provider
+        self._propagator = TraceContextTextMapPropagator()
+        self.tracer: Tracer = trace.NoOpTracer()
+        #: task id -> the context its attempts are children of (submit or enqueue), until its end.
         self._parents: dict[str, Context] = {}
         #: task id -> its current attempt span (write spans link to it).
         self._attempts: dict[str, Span] = {}
+        self._look_for_sdk()
+
+    def _look_for_sdk(self) -> None:
+        """Idle unless a real tracer provider is there (see the module docstring)."""
+        trace = self._trace
+        provider = self._provider if self._provider is not None else trace.get_tracer_provider()
+        if isinstance(provider, trace.NoOpTracerProvider | trace.ProxyTracerProvider):
+            self.idle_hooks = IDLE_HOOKS
+            return
+        from chongming.controller.support import package_version
+
+        self.tracer = trace.get_tracer("chongming", package_version(), tracer_provider=provider)
+        self.idle_hooks = frozenset()
+
+    def attached(self, facts: Callable[[], Any]) -> None:
+        if self.idle_hooks:
+            self._look_for_sdk()  # the global provider may have been set since
+            if self.idle_hooks:
+                _log.debug("no OpenTelemetry SDK: chongming tracing is idle")
+
+    # -- trace context across processes --------------------------------------------------
+
+    def trace_carrier(self) -> dict[str, str] | None:
+        current = self._context.get_current()
+        if not self._trace.get_current_span(current).get_span_context().is_valid:
+            return None
+        carrier: dict[str, str] = {}
+        self._propagator.inject(carrier, context=current)
+        return carrier or None
+
+    def claimed(self, run: Any, carrier: Mapping[str, str]) -> None:
+        remote = self._propagator.extract(carrier)
+        if self._trace.get_current_span(remote).get_span_context().is_valid:
+            parents = self._parents
+            parents[run.task_id] = remote  # until the write of its end
+            if len(parents) > MAX_REMEMBERED:
+                del parents[next(iter(parents))]
 
     def registered(self, run: Any) -> None:
         current = self._context.get_current()
@@ -94,17 +144,24 @@ class ChongmingTracing(Observer):
         attempts[task_id] = span  # until the write of its end links to it
         if len(attempts) > MAX_REMEMBERED:
             del attempts[next(iter(attempts))]
+        context = self._context
+        # attach/detach rather than use_span: no generator-based context manager per attempt.
+        token = context.attach(self._trace.set_span_in_context(span))
         try:
-            with self._trace.use_span(span, end_on_exit=False):
-                await coro
+            await coro
+        except BaseException as error:  # the carrier handles the task's own errors: rare
+            span.record_exception(error)
+            raise
         finally:
+            context.detach(token)
             self._finish(run, span)
 
     def _finish(self, run: Any, span: Span) -> None:
         try:
             status = run.status
-            span.set_attribute("chongming.task.status", status.value)
-            span.set_attribute("chongming.task.attempt", run.attempt)
+            span.set_attributes(
+                {"chongming.task.status": status.value, "chongming.task.attempt": run.attempt}
+            )
             status_code = self._trace.StatusCode
             if status is TaskStatus.SUCCEEDED:
                 span.set_status(status_code.OK)

@@ -11,6 +11,7 @@ from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
     StoreContract,
+    TraceCarrierContract,
 )
 
 
@@ -27,7 +28,9 @@ class ManualClock:
         self.now += timedelta(seconds=seconds)
 
 
-class TestInMemoryContract(StoreContract, ClusterLimitContract, DurableContract):
+class TestInMemoryContract(
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5
 

@@ -9,13 +9,16 @@ from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
     StoreContract,
+    TraceCarrierContract,
 )
 from tests.stores.pg_support import PgStoreFactory, require_postgres
 
 pytestmark = pytest.mark.postgres
 
 
-class TestPostgresContract(StoreContract, ClusterLimitContract, DurableContract):
+class TestPostgresContract(
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+):
     """Real clock (the server's): short leases still expire within the wait bound."""
 
     lease_seconds = 0.3

@@ -12,10 +12,13 @@ from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
     StoreContract,
+    TraceCarrierContract,
 )
 
 
-class TestSqliteFileContract(StoreContract, ClusterLimitContract, DurableContract):
+class TestSqliteFileContract(
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
         self.directory = tmp_path
@@ -24,6 +27,8 @@ class TestSqliteFileContract(StoreContract, ClusterLimitContract, DurableContrac
         return SqliteTaskStore(self.directory / "tasks.db")
 
 
-class TestSqliteMemoryContract(StoreContract, ClusterLimitContract, DurableContract):
+class TestSqliteMemoryContract(
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

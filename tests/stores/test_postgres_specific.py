@@ -94,6 +94,7 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
         "durable_steps",
         "durable_facts",
         "durable_effects",
+        "trace_carriers",
     }
     assert {"tasks_status_idx", "tasks_bucket_idx", "tasks_owner_idx", "tasks_name_idx"} <= indexes
     assert {"tasks_counts_idx", "commands_created_idx", "commands_task_created_idx"} <= indexes
@@ -103,7 +104,7 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
     for column in ("args", "kwargs", "result", "progress", "failure"):
         assert kinds[column] == "jsonb", column
     assert kinds["created_at"] == "timestamp with time zone"
-    assert version == 7
+    assert version == 8
 
 
 async def test_concurrent_first_connects_all_succeed(factory: PgStoreFactory) -> None:

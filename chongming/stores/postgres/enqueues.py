@@ -5,7 +5,8 @@ answer. One server task takes everything queued so far (each task id at most
 once per batch) and writes it in one transaction: one statement inserts the
 idempotency keys (``ON CONFLICT DO NOTHING``, which waits for an uncommitted
 twin exactly like a single insert does), the tasks whose key it got or that
-have none, their transitions, and notifies idle workers at commit. A lone
+have none, their transitions (and trace carriers, in the variant for a batch
+that holds any), and notifies idle workers at commit. A lone
 enqueue waits for nobody; under load the batch grows with it.
 
 What the statement cannot decide alone is left to the single-task path
@@ -55,17 +56,22 @@ class Pending:
     params: Sequence[Any]
     transitions: Sequence[tuple[Any, ...]]
     future: asyncio.Future[Any] | None = None
+    #: The trace carrier as JSON text (``None``: none), written beside the task.
+    carrier: str | None = None
 
 
-def batch_insert_sql(schema: str) -> str:
+def batch_insert_sql(schema: str, *, carriers: bool = False) -> str:
     """The statement of one batch; one row per enqueue, by ordinal.
 
     Each row: the task columns as stored (NULL when not created), then
     ``created`` (this statement inserted the task) and ``keyed`` (it inserted
-    the key).
+    the key). ``carriers``: the variant that also writes trace carriers (used
+    only for a batch holding one, so the common statement stays as it is).
     """
     columns = [*((name, "jsonb" if name == "tags" else kind) for name, kind in SNAPSHOT_COLUMNS)]
     columns += [("idempotency_key_in", "text"), ("digest", "text")]
+    if carriers:
+        columns.append(("carrier_in", "text"))
     arrays = ", ".join(f"${i + 1}::{kind}[]" for i, (_, kind) in enumerate(columns))
     aliases = ", ".join(name for name, _ in columns)
     names = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
@@ -81,6 +87,16 @@ def batch_insert_sql(schema: str) -> str:
     step_names = ", ".join(name for name, _ in _TRANSITIONS)
     notify = first + 1 + len(_TRANSITIONS)
     returned = ", ".join(f"t.{name}" for name, _ in SNAPSHOT_COLUMNS)
+    carried = (
+        f""", carried AS (
+    INSERT INTO {schema}.trace_carriers (task_id, carrier)
+    SELECT i.task_id, i.carrier_in::jsonb FROM input AS i
+    WHERE i.carrier_in IS NOT NULL AND i.task_id IN (SELECT task_id FROM inserted)
+    ON CONFLICT (task_id) DO UPDATE SET carrier = EXCLUDED.carrier
+)"""
+        if carriers
+        else ""
+    )
     return f"""
 WITH input AS (
     SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({aliases}, ord)
@@ -102,7 +118,7 @@ WITH input AS (
     JOIN input AS i ON i.ord = tr.ord
     WHERE i.task_id IN (SELECT task_id FROM inserted)
     ON CONFLICT DO NOTHING
-), notified AS (
+){carried}, notified AS (
     SELECT pg_notify(${notify}, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_inserted
 )
 SELECT {returned}, i.ord, t.task_id IS NOT NULL AS created,
@@ -113,19 +129,22 @@ ORDER BY i.ord
 """
 
 
-def batch_arguments(batch: Sequence[Pending], channel: str) -> list[Any]:
+def batch_arguments(batch: Sequence[Pending], channel: str, *, carriers: bool = False) -> list[Any]:
     """The arrays of :func:`batch_insert_sql` for ``batch`` (task ids unique in it)."""
-    width = len(SNAPSHOT_COLUMNS)
-    arrays: list[list[Any]] = [[] for _ in range(width + 2 + 1 + len(_TRANSITIONS))]
-    columns = arrays[:width]
-    keys, digests = arrays[width], arrays[width + 1]
-    ords = arrays[width + 2]
-    steps = arrays[width + 3 :]
+    width = len(SNAPSHOT_COLUMNS) + 2 + (1 if carriers else 0)
+    arrays: list[list[Any]] = [[] for _ in range(width + 1 + len(_TRANSITIONS))]
+    columns = arrays[: len(SNAPSHOT_COLUMNS)]
+    keys, digests = arrays[len(SNAPSHOT_COLUMNS)], arrays[len(SNAPSHOT_COLUMNS) + 1]
+    carried = arrays[width - 1] if carriers else None
+    ords = arrays[width]
+    steps = arrays[width + 1 :]
     for ordinal, pending in enumerate(batch, start=1):
         for array, value in zip(columns, pending.params, strict=True):
             array.append(value)
         keys.append(pending.key)
         digests.append(pending.digest)
+        if carried is not None:
+            carried.append(pending.carrier)
         for record in pending.transitions:
             ords.append(ordinal)
             for array, value in zip(steps, record[1:], strict=True):

@@ -9,6 +9,7 @@ input (name, version, arguments) decides between "the same task" and
 that transaction and its one statement (group commit, enqueues.py); what a
 batch cannot decide runs here one by one, so the answers are the same. An
 enqueue inside the caller's transaction (``connection=``) runs alone in it.
+A trace carrier goes into ``trace_carriers`` in the same transaction.
 
 Claims are in :mod:`chongming.stores.postgres.claims`. :class:`QueueMethods`
 gives the store the port's queue methods.
@@ -17,7 +18,7 @@ gives the store the port's queue methods.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,7 +43,16 @@ from chongming.stores.postgres.enqueues import (
 )
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
-from chongming.stores.queue import ClaimedTask, Enqueued, Serves, check_enqueued, input_digest
+from chongming.stores.queue import (
+    ClaimedTask,
+    Enqueued,
+    Serves,
+    check_enqueued,
+    check_trace_carrier,
+    decode_trace_carrier,
+    encode_trace_carrier,
+    input_digest,
+)
 
 __all__ = ["QueueMethods", "WorkQueue"]
 
@@ -122,6 +132,15 @@ class WorkQueue:
         self._get_task = f"SELECT {_SELECT} FROM {schema}.tasks WHERE task_id = $1"
         self.claims = Claims(schema, read=read, once=once, fail=fail)
         self._insert_batch = batch_insert_sql(schema)
+        self._insert_batch_carried = batch_insert_sql(schema, carriers=True)
+        self._insert_carrier = (
+            f"INSERT INTO {schema}.trace_carriers (task_id, carrier) VALUES ($1, $2::jsonb)"
+            " ON CONFLICT (task_id) DO UPDATE SET carrier = EXCLUDED.carrier"
+        )
+        self._carriers = (
+            f"SELECT task_id, carrier::text FROM {schema}.trace_carriers"
+            " WHERE task_id = ANY($1::text[])"
+        )
         self._batcher = EnqueueBatcher(self._run_batch)
         self._release = (
             f"UPDATE {schema}.tasks SET owner = NULL WHERE task_id = $1 AND owner = $2"
@@ -139,14 +158,17 @@ class WorkQueue:
         transitions: Sequence[Transition],
         *,
         connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
     ) -> Enqueued:
         check_enqueued(snapshot)
+        carrier = check_trace_carrier(trace_carrier)
         pending = Pending(
             task_id=snapshot.task_id,
             key=snapshot.idempotency_key,
             digest=input_digest(snapshot),
             params=rows.encode(rows.full_params, snapshot, self._limit),
             transitions=rows.transition_rows(transitions, snapshot.task_id),
+            carrier=None if carrier is None else encode_trace_carrier(carrier),
         )
         if connection is not None:
             what = f"enqueueing task {snapshot.task_id!r}"
@@ -169,6 +191,8 @@ class WorkQueue:
                     raise DuplicateTaskId(task_id)
                 if pending.transitions:
                     await conn.executemany(self._insert_transition, pending.transitions)
+                if pending.carrier is not None:
+                    await conn.execute(self._insert_carrier, task_id, pending.carrier)
                 stored = await conn.fetchrow(self._get_task, task_id)
             return Enqueued(snapshot=rows.snapshot_from_row(stored), created=True)
 
@@ -207,11 +231,13 @@ class WorkQueue:
     async def _run_batch(self, batch: list[Pending]) -> None:
         """Write ``batch`` in one transaction and answer every caller (see enqueues.py)."""
         what = f"enqueueing {len(batch)} tasks"
-        arguments = batch_arguments(batch, self._channel)
+        carried = any(pending.carrier is not None for pending in batch)
+        arguments = batch_arguments(batch, self._channel, carriers=carried)
+        sql = self._insert_batch_carried if carried else self._insert_batch
 
         async def work(conn: Any) -> list[Any]:
             async with conn.transaction():
-                found: list[Any] = await conn.fetch(self._insert_batch, *arguments)
+                found: list[Any] = await conn.fetch(sql, *arguments)
                 if any(row["keyed"] and not row["created"] for row in found):
                     raise _TakenId  # a key would point at someone else's task: undo it all
             return found
@@ -307,6 +333,13 @@ class WorkQueue:
             found[transition.task_id].append(transition)
         return found
 
+    async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
+        if not task_ids:
+            return {}
+        ids = sorted(set(task_ids))
+        found = await self._read("reading trace carriers", lambda c: c.fetch(self._carriers, ids))
+        return {row[0]: carrier for row in found if (carrier := decode_trace_carrier(row[1]))}
+
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         # Idempotent: a second run after an unknown outcome finds it released
         # (owner NULL) and answers False, so ask what the row says after a failure.
@@ -359,10 +392,13 @@ class QueueMethods:
         transitions: Sequence[Transition] = (),
         *,
         connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
     ) -> Enqueued:
         if connection is not None:
             await self.open()  # the schema must exist before the caller's transaction uses it
-        return await self._queue.enqueue(snapshot, transitions, connection=connection)
+        return await self._queue.enqueue(
+            snapshot, transitions, connection=connection, trace_carrier=trace_carrier
+        )
 
     async def claim(
         self,
@@ -397,6 +433,9 @@ class QueueMethods:
 
     async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
         return await self._queue.histories(task_ids)
+
+    async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
+        return await self._queue.trace_carriers(task_ids)
 
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         return await self._queue.release_claim(task_id, owner, expect_version)

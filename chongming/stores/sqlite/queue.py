@@ -27,10 +27,16 @@ from chongming.stores.sqlite.rows import (
     transition_from_row,
 )
 
-__all__ = ["claim_tasks", "enqueue", "release_claim"]
+__all__ = ["INSERT_CARRIER", "SELECT_CARRIERS", "claim_tasks", "enqueue", "release_claim"]
 
 _KEY = "SELECT task_id, digest FROM idempotency_keys WHERE idempotency_key = ?"
 _INSERT_KEY = "INSERT INTO idempotency_keys (idempotency_key, task_id, digest) VALUES (?, ?, ?)"
+#: Beside the task it belongs to (migration 0008); OR REPLACE: an id is new when this runs.
+INSERT_CARRIER = "INSERT OR REPLACE INTO trace_carriers (task_id, carrier) VALUES (?, ?)"
+#: The carriers of some tasks (?: a JSON array of ids).
+SELECT_CARRIERS = (
+    "SELECT task_id, carrier FROM trace_carriers WHERE task_id IN (SELECT value FROM json_each(?))"
+)
 _SELECT = f"SELECT {', '.join(TASK_NAMES)} FROM tasks"
 
 #: The claimable tasks in claim order. ?1 buckets (JSON or NULL: all), ?2 the
@@ -65,8 +71,12 @@ def enqueue(
     task_id: str,
     key: str | None,
     digest: str,
+    carrier: str | None = None,
 ) -> tuple[bool, Any]:
-    """``(True, None)`` when inserted; ``(False, snapshot)`` when the key named a twin."""
+    """``(True, None)`` when inserted; ``(False, snapshot)`` when the key named a twin.
+
+    ``carrier``: the encoded trace carrier, written beside the task when it is inserted.
+    """
     conn.execute("SAVEPOINT chongming_enqueue")
     try:
         if key is not None:
@@ -86,6 +96,8 @@ def enqueue(
         conn.executemany(INSERT_TRANSITION, transitions)
         if key is not None:
             conn.execute(_INSERT_KEY, (key, task_id, digest))
+        if carrier is not None:
+            conn.execute(INSERT_CARRIER, (task_id, carrier))
     except BaseException:
         conn.execute("ROLLBACK TO chongming_enqueue")
         conn.execute("RELEASE chongming_enqueue")

@@ -42,7 +42,7 @@ import os
 import sqlite3
 import time
 import warnings
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -78,6 +78,9 @@ from chongming.stores.queue import (
     check_claim,
     check_enqueued,
     check_exclude_tags,
+    check_trace_carrier,
+    decode_trace_carrier,
+    encode_trace_carrier,
     input_digest,
 )
 from chongming.stores.sqlite import rows as r
@@ -97,6 +100,7 @@ from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
 from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
 from chongming.stores.sqlite.nodes import RECORD_SELECT, command_record_from_row
+from chongming.stores.sqlite.queue import SELECT_CARRIERS
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
 from chongming.stores.sqlite.transaction import enqueue_in_transaction
 from chongming.stores.sqlite.writer import Writer
@@ -594,17 +598,20 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         transitions: Sequence[Transition] = (),
         *,
         connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
     ) -> Enqueued:
         check_enqueued(snapshot)
         row = r.encode(r.insert_row, snapshot, self._limit)
         check_transitions(transitions, snapshot.task_id)
+        carrier = check_trace_carrier(trace_carrier)
         key = snapshot.idempotency_key
         params = (row, [r.transition_row(t) for t in transitions], snapshot.task_id, key)
         digest = input_digest(snapshot)
+        text = None if carrier is None else encode_trace_carrier(carrier)
         if connection is not None:  # the caller's transaction (sqlite/transaction.py)
             await self.open()  # the schema must exist before the caller's transaction uses it
-            return await enqueue_in_transaction(connection, self._path, *params, digest)
-        created, existing = await self._node_op("enqueue", *params, digest)
+            return await enqueue_in_transaction(connection, self._path, *params, digest, text)
+        created, existing = await self._node_op("enqueue", *params, digest, text)
         if created:
             return Enqueued(snapshot=await self._stored_form(snapshot), created=True)
         return Enqueued(snapshot=existing, created=False)
@@ -653,6 +660,12 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         released: bool = await self._node_op("release_claim", task_id, owner, expect_version)
         return released
+
+    async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
+        if not task_ids:
+            return {}
+        rows = await self._read(SELECT_CARRIERS, (r.dump(sorted(set(task_ids))),))
+        return {row[0]: carrier for row in rows if (carrier := decode_trace_carrier(row[1]))}
 
     # -- counts ----------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Enqueue inside the caller's own SQLite transaction, on the caller's connection.
 
 The store's writer cannot join another connection's transaction, so the rows
-an enqueue writes (the task, its first transition, its idempotency key) go
+an enqueue writes (the task, its first transition, its idempotency key, its
+trace carrier) go
 through the caller's connection, under a ``SAVEPOINT``: they commit or roll
 back with the caller's transaction, and a refusal (an idempotency conflict, a
 duplicate id) undoes only its own statements, leaving the transaction usable.
@@ -38,6 +39,7 @@ from chongming.errors import (
 from chongming.stores.queue import Enqueued
 from chongming.stores.sqlite.batch import INSERT_TASK, INSERT_TRANSITION
 from chongming.stores.sqlite.errors import translate
+from chongming.stores.sqlite.queue import INSERT_CARRIER
 from chongming.stores.sqlite.rows import TASK_NAMES, snapshot_from_row
 
 __all__ = ["enqueue_in_transaction"]
@@ -58,6 +60,7 @@ async def enqueue_in_transaction(
     task_id: str,
     key: str | None,
     digest: str,
+    carrier: str | None = None,
 ) -> Enqueued:
     """Write the enqueue in the caller's open transaction on the store's file.
 
@@ -68,7 +71,7 @@ async def enqueue_in_transaction(
     never part), then the cancellation is re-raised; roll back to be sure.
     """
     conn = await _checked(connection, store_path)
-    work = asyncio.ensure_future(_enqueue(conn, row, transitions, task_id, key, digest))
+    work = asyncio.ensure_future(_enqueue(conn, row, transitions, task_id, key, digest, carrier))
     cancelled = False
     with anyio.CancelScope(shield=True):  # anyio re-delivers a cancellation at every await
         while not work.done():
@@ -152,6 +155,7 @@ async def _enqueue(
     task_id: str,
     key: str | None,
     digest: str,
+    carrier: str | None,
 ) -> Enqueued:
     """The statements of one enqueue; the savepoint is released, or rolled back on any error."""
     where = f"enqueueing task {task_id!r} in the caller's transaction"
@@ -160,7 +164,7 @@ async def _enqueue(
             cursor.row_factory = None  # whatever the caller's connection uses, rows are tuples
             await cursor.execute(f"SAVEPOINT {_SAVEPOINT}")
             try:
-                result = await _statements(cursor, row, transitions, task_id, key, digest)
+                result = await _statements(cursor, row, transitions, task_id, key, digest, carrier)
             except BaseException:
                 await _undo(cursor)
                 raise
@@ -190,6 +194,7 @@ async def _statements(
     task_id: str,
     key: str | None,
     digest: str,
+    carrier: str | None,
 ) -> Enqueued:
     if key is not None:
         await cursor.execute(_KEY, (key,))
@@ -209,6 +214,8 @@ async def _statements(
     await cursor.executemany(INSERT_TRANSITION, transitions)
     if key is not None:
         await cursor.execute(_INSERT_KEY, (key, task_id, digest))
+    if carrier is not None:
+        await cursor.execute(INSERT_CARRIER, (task_id, carrier))
     return Enqueued(snapshot=snapshot_from_row(row), created=True)  # the row as written
 
 

@@ -48,7 +48,9 @@ non-string keys as strings.
 Optional parts: a store with cluster-wide limits (``lease_cluster_slots``)
 also mixes in :class:`ClusterLimitContract`
 (``class TestMyStore(StoreContract, ClusterLimitContract)``); one with
-durable execution (``record_step``) mixes in :class:`DurableContract`.
+durable execution (``record_step``) mixes in :class:`DurableContract`; one
+that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
+mixes in :class:`TraceCarrierContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -64,6 +66,7 @@ from chongming.testing.store_contract._support import HOSTILE_STRINGS as HOSTILE
 from chongming.testing.store_contract._support import make_snapshot as make_snapshot
 from chongming.testing.store_contract._support import next_step as next_step
 from chongming.testing.store_contract.answers import AnswerContract
+from chongming.testing.store_contract.carriers import TraceCarrierContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.durable import DurableContract
 from chongming.testing.store_contract.history import HistoryContract
@@ -79,6 +82,7 @@ __all__ = [
     "ClusterLimitContract",
     "DurableContract",
     "StoreContract",
+    "TraceCarrierContract",
     "make_snapshot",
     "next_step",
 ]

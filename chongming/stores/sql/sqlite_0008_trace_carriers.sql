@@ -1,0 +1,11 @@
+-- chongming SQLite schema, migration 0008: the trace context an enqueue carried.
+--
+-- One row per enqueued task that was enqueued inside a trace: the W3C carrier
+-- (traceparent, tracestate) as a JSON object, written in the enqueue's own
+-- transaction and read by the claim, so the attempt on another node continues
+-- the enqueuer's trace. A side table, not a column: the task row and its codec
+-- stay as they are, and a task enqueued outside any trace costs nothing here.
+CREATE TABLE trace_carriers (
+    task_id TEXT NOT NULL PRIMARY KEY,
+    carrier TEXT NOT NULL
+) WITHOUT ROWID;
