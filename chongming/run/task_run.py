@@ -7,6 +7,7 @@ this class adds what users call.
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -24,7 +25,11 @@ from chongming.state.payload import (
 from chongming.state.records import TaskSnapshot
 from chongming.state.triggers import Trigger
 
-__all__ = ["TaskRun", "check_tags"]
+__all__ = ["TaskRun", "check_tags", "steps_of"]
+
+#: ``steps_of(run)``: a TaskRun's history as compact steps (``run/history.py``), oldest
+#: first, in one C call and without building a record. Metrics read it per transition.
+steps_of: Callable[[Any], tuple[Any, ...]] = operator.attrgetter("_record.history")
 
 
 #: The queue fields of a task made here: none (its snapshot keeps the defaults).

@@ -1,9 +1,13 @@
 """Prometheus metrics: an observer that counts what a controller does, and store-wide gauges.
 
 ``Controller(observers=[metrics])`` feeds the counters and histograms as
-things happen (one dict lookup and an ``inc`` per transition); gauges of the
-controller's own state (admission, write-through backlog, lease renewals)
-are read at scrape time; :meth:`ChongmingMetrics.refresh_store` sets the
+things happen: per transition one plain dict count keyed by the label values
+(the run's compact history step gives them, no record is built), and when an
+attempt ends, its duration from the timestamps of that history (its
+``starting`` step and its end; nothing is kept per run meanwhile) into a
+histogram kept on the loop. Both become metric families only at scrape time.
+Gauges of the controller's own state (admission, write-through backlog,
+lease renewals) are read at scrape time; :meth:`ChongmingMetrics.refresh_store` sets the
 store-wide gauges (tasks by status, queue depth and running tasks per
 bucket, nodes) from one ``task_counts`` and one ``nodes`` read, which the
 dashboard's ``/metrics`` does before each scrape.
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from chongming.control.reconcile import ReconcileReport
 from chongming.controller.observers import Observer, RuntimeFacts
+from chongming.run.task_run import steps_of
 from chongming.state.status import CARRIER_STATUSES, TaskStatus
 from chongming.stores.base import Command, TaskStore
 from chongming.stores.writes import StateWrite, WriteResult
@@ -39,6 +44,12 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OTHER = "other"
 _STARTING = TaskStatus.STARTING
 _CARRIERS = CARRIER_STATUSES
+_STARTING_VALUE = _STARTING.value
+_CARRIER_VALUES = frozenset(status.value for status in CARRIER_STATUSES)
+#: Status value -> its index; a (from, to) pair is ``from * _WIDTH + to`` in a trigger's row.
+_INDEX = {status.value: index for index, status in enumerate(TaskStatus)}
+_WIDTH = len(_INDEX)
+_PAIRS = [(source, target) for source in _INDEX for target in _INDEX]
 #: Attempts last from milliseconds to hours.
 ATTEMPT_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 300, 900, 3600, 4 * 3600)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -63,7 +74,8 @@ class ChongmingMetrics(Observer):
         r = self.registry
         # The two per-transition series are plain counts on the loop, exported at
         # scrape time by _RuntimeCollector: no lock and no child lookup per transition.
-        self._transition_counts: dict[tuple[TaskStatus, TaskStatus, str], int] = {}
+        #: trigger -> a row of counts, one per (from, to) pair (see _INDEX).
+        self._transition_rows: dict[str, list[int]] = {}
         self.attempt_seconds: dict[tuple[str, str], _Histogram] = {}
         self.store_write_seconds = pc.Histogram(
             "chongming_store_write_seconds",
@@ -122,39 +134,74 @@ class ChongmingMetrics(Observer):
         self._facts.append(facts)
 
     def transition(self, run: Any, previous: TaskStatus) -> None:
-        status = run.status
         try:
-            trigger = run.last_trigger  # TaskRun: no record built
-        except AttributeError:
-            trigger = run.last_transition.trigger
-        key = (previous, status, trigger)
-        counts = self._transition_counts
-        counts[key] = counts.get(key, 0) + 1  # label values are made at scrape time
+            steps = steps_of(run)  # (version, from, to, at, trigger, actor, reason, attempt)
+        except AttributeError:  # not a TaskRun
+            self._transition_of(run, previous)
+            return
+        step = steps[-1]
+        source, target, trigger = step[1], step[2], step[4]
+        row = self._transition_rows.get(trigger)
+        if row is None:
+            row = self._transition_rows[trigger] = [0] * len(_PAIRS)
+        row[_INDEX[source] * _WIDTH + _INDEX[target]] += 1
+        if source in _CARRIER_VALUES and target not in _CARRIER_VALUES:  # an attempt ended
+            self._attempt_ended(run.name, steps)
+
+    def _attempt_ended(self, name: str, steps: Sequence[Any]) -> None:
+        """Observe the attempt from its latest ``starting`` step to its last step."""
+        index = len(steps) - 3  # usually: starting, running, the end
+        if index < 0 or steps[index][2] != _STARTING_VALUE:
+            index = len(steps) - 2
+            while index >= 0 and steps[index][2] != _STARTING_VALUE:
+                index -= 1
+            if index < 0:
+                return  # restored without its start (not a history this node can time)
+        end = steps[-1]
+        seconds = end[3] - steps[index][3]
+        if seconds < 0.0:
+            seconds = 0.0  # the clock went back
+        histogram = self.attempt_seconds.get((name, end[2])) or self._attempt(name, end[2])
+        histogram.buckets[bisect.bisect_left(histogram.bounds, seconds)] += 1  # observe()
+        histogram.sum += seconds
+        histogram.count += 1
+
+    def _transition_of(self, run: Any, previous: TaskStatus) -> None:
+        """The same counts for a run that is not a TaskRun (timed as they happen)."""
+        status: TaskStatus = run.status
+        trigger = run.last_transition.trigger
+        row = self._transition_rows.get(trigger)
+        if row is None:
+            row = self._transition_rows[trigger] = [0] * len(_PAIRS)
+        row[_INDEX[previous.value] * _WIDTH + _INDEX[status.value]] += 1
         if status is _STARTING:
             self._started[run.task_id] = time.perf_counter()
         elif previous in _CARRIERS and status not in _CARRIERS:
             began = self._started.pop(run.task_id, None)
             if began is not None:
-                self._attempt(run.name, status).observe(time.perf_counter() - began)
+                self._attempt(run.name, status.value).observe(time.perf_counter() - began)
 
     @property
     def transitions(self) -> dict[tuple[str, str, str], int]:
         """Transitions by (from, to, trigger); past ``max_label_sets`` triggers are "other"."""
         out: dict[tuple[str, str, str], int] = {}
-        for (previous, status, trigger), count in self._transition_counts.copy().items():
-            label = (previous.value, status.value, trigger)
-            if label not in out and len(out) >= self.max_label_sets:
-                label = (previous.value, status.value, OTHER)
-            out[label] = out.get(label, 0) + count
+        for trigger, row in list(self._transition_rows.items()):
+            for (source, target), count in zip(_PAIRS, row, strict=True):
+                if not count:
+                    continue
+                label = (source, target, trigger)
+                if label not in out and len(out) >= self.max_label_sets:
+                    label = (source, target, OTHER)
+                out[label] = out.get(label, 0) + count
         return out
 
-    def _attempt(self, name: str, outcome: TaskStatus) -> _Histogram:
+    def _attempt(self, name: str, outcome: str) -> _Histogram:
         if name not in self._names:
             if len(self._names) >= self.max_names:
                 name = OTHER
             else:
                 self._names.add(name)
-        key = (name, outcome.value)
+        key = (name, outcome)
         histogram = self.attempt_seconds.get(key)
         if histogram is None:
             histogram = self.attempt_seconds[key] = _Histogram(ATTEMPT_BUCKETS)
