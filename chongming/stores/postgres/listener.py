@@ -39,6 +39,7 @@ class CommandListener:
         self._wakeup = asyncio.Event()
         self._lock = asyncio.Lock()
         self._closed = False
+        self._connecting: asyncio.Task[None] | None = None
         self.reconnects = 0
 
     @property
@@ -52,11 +53,14 @@ class CommandListener:
     async def wait(self) -> None:
         """Return on a notification, or once the listener was (re)connected.
 
-        Cancellation: safe at any point; a half-made connection is closed.
+        Cancellation: safe at any point. A connect in progress is not
+        cancelled with the wait (callers wait in slices of their poll
+        interval, which may be shorter than a connect): it goes on, and the
+        next wait takes it up.
         """
         if self._conn is None or self._conn.is_closed():
             # Anything sent while nobody listened was missed: listen, then poll.
-            await self._reconnect()
+            await self._connected()
             self._pending = False
             return
         if self._pending:
@@ -73,11 +77,26 @@ class CommandListener:
             return
         if self._conn is None or self._conn.is_closed() or not wakeup.is_set():
             # Listen again before the caller polls, or the poll could miss a command.
-            await self._reconnect(force=True)
+            await self._connected(force=True)
         self._pending = False
+
+    async def _connected(self, *, force: bool = False) -> None:
+        """(Re)connect in a task of the listener's own; wait for it without owning it."""
+        task = self._connecting
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(
+                self._reconnect(force=force), name="chongming-pg-listen-connect"
+            )
+            task.add_done_callback(_retrieve)
+            self._connecting = task
+        await asyncio.shield(task)
 
     async def close(self) -> None:
         self._closed = True
+        task, self._connecting = self._connecting, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})  # its outcome is _retrieve's to look at
         conn, self._conn = self._conn, None
         if conn is not None:
             await self._drop(conn)
@@ -111,6 +130,10 @@ class CommandListener:
                 await self._disconnect(conn)
                 return
             self._conn = conn
+            # Listening from now on: the next wait returns at once so its caller
+            # polls again (what came before the LISTEN was missed), even if the
+            # wait that began this connect gave up on it.
+            self._pending = True
 
     async def _alive(self) -> bool:
         conn = self._conn
@@ -134,3 +157,9 @@ class CommandListener:
         self._pending = True
         wakeup, self._wakeup = self._wakeup, asyncio.Event()
         wakeup.set()
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """A connect nobody waits for any more still has its failure looked at (and logged)."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.info("command listener connect failed (%s); the next wait tries again", error)
