@@ -89,7 +89,7 @@ async def test_sleeping_tasks_hold_no_slot_and_survive_a_restart_of_every_worker
     where: object,
 ) -> None:
     # Room to enqueue and park them all before anyone wakes (a few ms each, with slack).
-    until = time.time() + 15 + SLEEPERS * 0.01
+    until = time.time() + 10 + SLEEPERS * 0.01
     async with Controller(store=_store(where), owner="client") as client:
         store = client.store
         assert store is not None
