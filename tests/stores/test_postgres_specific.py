@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 
 import pytest
 
-from chongming.errors import SchemaError, StoreError
+from chongming.errors import PayloadError, SchemaError, StoreError
 from chongming.state.query import TaskQuery
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind
 from chongming.stores.postgres import PostgresTaskStore
 from chongming.stores.postgres.schema import SCHEMA_VERSION
-from chongming.testing.store_contract import make_snapshot
+from chongming.testing.store_contract import make_snapshot, next_step
 from tests.stores.pg_support import (
     PgStoreFactory,
     admin_connection,
@@ -399,3 +403,37 @@ async def test_a_version_1_schema_migrates_keeping_its_tasks(factory: PgStoreFac
             schema,
         )
     assert (version, columns) == (SCHEMA_VERSION, 0)
+
+
+async def test_a_role_granted_before_the_carrier_table_enqueues_untraced(
+    factory: PgStoreFactory,
+    restricted_role: tuple[str, str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Rights given table by table before migration 0008: a traced enqueue still lands."""
+    schema, role = restricted_role
+    async with admin_connection() as conn:
+        await conn.execute(f'GRANT INSERT, UPDATE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+        await conn.execute(f'REVOKE INSERT, UPDATE ON "{schema}".trace_carriers FROM "{role}"')
+    store = PostgresTaskStore(
+        _dsn_for(role), schema=schema, application_name=factory.application_name
+    )
+    factory.stores.append(store)
+    carrier = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    with caplog.at_level(logging.WARNING, logger="chongming.stores.postgres"):
+        enqueued = await store.enqueue(*_queued("q-1"), trace_carrier=carrier)
+        await store.enqueue(*_queued("q-2"), trace_carrier=carrier)
+    assert enqueued.created
+    assert (await store.get("q-1")) is not None
+    assert (await store.get("q-2")) is not None
+    assert await store.trace_carriers(["q-1", "q-2"]) == {}
+    warned = [r for r in caplog.records if "trace_carriers" in r.getMessage()]
+    assert len(warned) == 1  # said once, not per enqueue
+    with pytest.raises(PayloadError):  # a bad carrier is still refused, untraced or not
+        await store.enqueue(*_queued("q-3"), trace_carrier={"traceparent": 7})  # type: ignore[dict-item]
+
+
+def _queued(task_id: str) -> tuple[TaskSnapshot, list[Transition]]:
+    """A task as enqueue writes it: queued, nobody's, with its first transition."""
+    queued, step = next_step(make_snapshot(task_id), TaskStatus.QUEUED, trigger="test:enqueue")
+    return dataclasses.replace(queued, queued_at=queued.updated_at), [step]

@@ -18,6 +18,7 @@ gives the store the port's queue methods.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,6 +43,7 @@ from chongming.stores.postgres.enqueues import (
     batch_insert_sql,
 )
 from chongming.stores.postgres.listener import CommandListener
+from chongming.stores.postgres.schema import SchemaState
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
 from chongming.stores.queue import (
     ClaimedTask,
@@ -55,6 +57,8 @@ from chongming.stores.queue import (
 )
 
 __all__ = ["QueueMethods", "WorkQueue"]
+
+log = logging.getLogger("chongming.stores.postgres")
 
 T = TypeVar("T")
 Work = Callable[[Any], Awaitable[T]]
@@ -377,6 +381,8 @@ class QueueMethods:
 
     _queue: WorkQueue
     _identities: IdentityCache
+    _schema: str
+    _warned_untraced = False
 
     if TYPE_CHECKING:
 
@@ -386,6 +392,8 @@ class QueueMethods:
 
         def _scrub(self, text: str) -> str: ...
 
+        _state: SchemaState | None
+
     async def enqueue(
         self,
         snapshot: TaskSnapshot,
@@ -394,8 +402,18 @@ class QueueMethods:
         connection: object | None = None,
         trace_carrier: Mapping[str, str] | None = None,
     ) -> Enqueued:
-        if connection is not None:
+        if connection is not None or trace_carrier is not None:
             await self.open()  # the schema must exist before the caller's transaction uses it
+        if trace_carrier is not None and self._state is not None and not self._state.traces:
+            check_trace_carrier(trace_carrier)  # a bad one is still refused
+            if not self._warned_untraced:
+                log.warning(
+                    "this role may not write %s.trace_carriers (granted before migration "
+                    "0008?): enqueues go untraced; GRANT INSERT, UPDATE on it to trace them",
+                    self._schema,
+                )
+                self._warned_untraced = True
+            trace_carrier = None
         return await self._queue.enqueue(
             snapshot, transitions, connection=connection, trace_carrier=trace_carrier
         )

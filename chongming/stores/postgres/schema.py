@@ -58,6 +58,9 @@ class SchemaState:
     version: int
     migrated: bool
     writable: bool
+    #: May this role write trace carriers? A role granted its rights before
+    #: migration 0008 made the table may not: its enqueues then go untraced.
+    traces: bool = True
 
 
 def quote_schema(schema: str) -> str:
@@ -93,7 +96,13 @@ async def bootstrap(conn: Any, schema: str) -> SchemaState:
         f"{quoted}.commands",
         f"{quoted}.nodes",
     )
-    return SchemaState(version=version, migrated=migrated, writable=bool(writable))
+    traces = await conn.fetchval(
+        "SELECT has_table_privilege($1, 'INSERT') AND has_table_privilege($1, 'UPDATE')",
+        f"{quoted}.trace_carriers",
+    )
+    return SchemaState(
+        version=version, migrated=migrated, writable=bool(writable), traces=bool(traces)
+    )
 
 
 async def _stored_version(conn: Any, schema: str, quoted: str) -> int | None:
