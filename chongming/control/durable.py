@@ -273,7 +273,8 @@ class JournalGate:
 
     Called once by the attempt before the function begins. False (do not
     start) when the store does not hold this node's ``starting`` or another
-    owner holds the task; a store failure raises, and the attempt fails.
+    owner holds the task. An unreachable store is waited for; any other
+    store failure raises, and the attempt fails.
     """
 
     __slots__ = (
