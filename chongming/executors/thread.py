@@ -63,21 +63,7 @@ class ThreadExecutor(Executor):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        if self._closed:
-            raise ExecutorClosed("the thread executor is closed")
-        loop = asyncio.get_running_loop()
-        limiter = self._limiters.get(loop)
-        if limiter is None:
-            limiter = self._limiters[loop] = anyio.CapacityLimiter(self.max_workers)
-        self._in_flight += 1
-        try:
-            return await anyio.to_thread.run_sync(
-                _call, fn, context, args, kwargs, abandon_on_cancel=True, limiter=limiter
-            )
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0 and self._drained is not None:
-                self._drained.set()
+        return await self._on_a_thread(functools.partial(_call, fn, context, args, kwargs))
 
     async def call(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -87,6 +73,10 @@ class ThreadExecutor(Executor):
         Bounded by the same ``max_workers`` as the sync tasks, and waited for
         by :meth:`aclose` like them.
         """
+        return await self._on_a_thread(functools.partial(fn, *args, **kwargs))
+
+    async def _on_a_thread(self, work: Callable[[], Any]) -> Any:
+        """``work()`` on a worker thread under this loop's limiter, counted as in flight."""
         if self._closed:
             raise ExecutorClosed("the thread executor is closed")
         loop = asyncio.get_running_loop()
@@ -95,9 +85,7 @@ class ThreadExecutor(Executor):
             limiter = self._limiters[loop] = anyio.CapacityLimiter(self.max_workers)
         self._in_flight += 1
         try:
-            return await anyio.to_thread.run_sync(
-                functools.partial(fn, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
-            )
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
         finally:
             self._in_flight -= 1
             if self._in_flight == 0 and self._drained is not None:

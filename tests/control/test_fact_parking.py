@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,9 @@ from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import Fact
 from tests.conftest import FAST
-from tests.stores.pg_support import drop_schema, fresh_name, require_postgres
+from tests.control.both_stores import StoreMaker, stores, where
+
+__all__ = ["stores", "where"]  # fixtures
 
 PARK_AFTER = 0.3
 
@@ -33,39 +34,16 @@ def _quick_parking(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(durable, "PARK_AFTER", PARK_AFTER)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
-    if request.param == "sqlite":
-        yield tmp_path / "q.db"
-        return
-    dsn = require_postgres()
-    schema = fresh_name("park")
-    try:
-        yield (dsn, schema)
-    finally:
-        asyncio.run(drop_schema(schema))
-
-
-OPENED: list[TaskStore] = []
-
-
 @pytest.fixture(autouse=True)
-async def _close_stores() -> AsyncIterator[None]:
-    yield
-    while OPENED:
-        await OPENED.pop().close()
+def _maker(stores: StoreMaker) -> None:
+    MAKER[:] = [stores]
+
+
+MAKER: list[StoreMaker] = []
 
 
 def _store(where: object) -> TaskStore | Path:
-    """A SQLite path (the controller opens and closes it), or a PostgreSQL store we close."""
-    if isinstance(where, Path):
-        return where
-    from chongming.stores.postgres import PostgresTaskStore
-
-    assert isinstance(where, tuple)
-    store = PostgresTaskStore(str(where[0]), schema=str(where[1]))
-    OPENED.append(store)
-    return store
+    return MAKER[0].make(where)
 
 
 async def waits(ctx: Any, timeout: float | None = None) -> Any:

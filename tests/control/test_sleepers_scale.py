@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,9 @@ from chongming import Controller, TaskContext, TaskStatus
 from chongming.state.query import TaskQuery
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
-from tests.stores.pg_support import drop_schema, fresh_name, require_postgres
+from tests.control.both_stores import StoreMaker, stores, where
+
+__all__ = ["stores", "where"]  # fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -36,38 +37,16 @@ async def nap(ctx: TaskContext, until: float) -> int:
     return ctx.attempt
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
-    if request.param == "sqlite":
-        yield tmp_path / "q.db"
-        return
-    dsn = require_postgres()
-    schema = fresh_name("nap")
-    try:
-        yield (dsn, schema)
-    finally:
-        asyncio.run(drop_schema(schema))
-
-
-OPENED: list[TaskStore] = []
-
-
 @pytest.fixture(autouse=True)
-async def _close_stores() -> AsyncIterator[None]:
-    yield
-    while OPENED:
-        await OPENED.pop().close()
+def _maker(stores: StoreMaker) -> None:
+    MAKER[:] = [stores]
+
+
+MAKER: list[StoreMaker] = []
 
 
 def _store(where: object) -> TaskStore | Path:
-    if isinstance(where, Path):
-        return where
-    from chongming.stores.postgres import PostgresTaskStore
-
-    assert isinstance(where, tuple)
-    store = PostgresTaskStore(str(where[0]), schema=str(where[1]))
-    OPENED.append(store)
-    return store
+    return MAKER[0].make(where)
 
 
 def _worker(where: object, owner: str) -> Controller:
