@@ -2,20 +2,49 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
+PYTEST := $(BIN)/python -m pytest
+# Parallel test processes: the suite mostly waits (subprocesses, servers,
+# control windows), so more processes than cores pays; `make test WORKERS=0`
+# runs it in one process.
+WORKERS ?= 4
 
-.PHONY: install test check lint typecheck bench demo clean
+# The tiers (docs/testing.md):
+#   test-fast  the inner loop, <= 60 s: pure layers, the run layer on virtual
+#              time, the in-memory and SQLite store contracts
+#   test       everything a change can break, <= 5 min: every store
+#              (PostgreSQL too), docs, browser, the proofs at reduced size
+#   proofs     the fault and load proofs at the size their pass marks name
+FAST_PATHS := tests/state tests/policies tests/render tests/scheduler tests/task_api \
+	tests/run tests/pipeline tests/test_architecture.py \
+	tests/stores/test_contract_memory.py tests/stores/test_contract_sqlite.py
 
-$(STAMP): pyproject.toml
+.PHONY: install test test-fast proofs check lint typecheck docs bench demo clean
+
+# The runtime's dependencies alone (anyio, aiosqlite, typer, read from
+# pyproject.toml): all `make demo` needs, since the demo runs the checkout
+# itself (PYTHONPATH). No byte-compiling at install: imports compile lazily.
+RUNTIME_DEPS = $(BIN)/python -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))"
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,postgres]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile $$($(RUNTIME_DEPS))
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=25
+	$(PYTEST) -q -n $(WORKERS) --dist loadgroup --durations=25
+
+test-fast: $(STAMP)
+	CHONGMING_TIER=fast $(PYTEST) -q -n 2 -m "not slow and not postgres" --durations=10 $(FAST_PATHS)
+
+proofs: $(STAMP)
+	CHONGMING_PROOFS=full $(PYTEST) -q -m proof --timeout 1800 --durations=0
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -26,12 +55,21 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
+DOCS_STAMP := $(VENV)/.docs
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+# The manual with its API reference, warnings as errors (mkdocs.yml: strict).
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,bench]'
 	$(BIN)/python benchmarks/run_all.py
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/python docs/examples/cli_demo.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .site

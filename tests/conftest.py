@@ -9,17 +9,25 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
 
 from chongming.policies import ControlWindows
+from tests import tiers
 
 # CI runs every property test at a fixed seed (a red CI must be reproducible)
-# and keeps no example database between runs.
-settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+# and keeps no example database between runs; the fast tier (make test-fast)
+# runs a fifth of the examples (tests/tiers.py).
+_PROFILE: dict[str, Any] = {}
 if os.environ.get("CI"):
-    settings.load_profile("ci")
+    _PROFILE.update(derandomize=True, database=None, deadline=None)
+if tiers.FAST:
+    _PROFILE.update(max_examples=tiers.examples(100))
+if _PROFILE:
+    settings.register_profile("chongming", **_PROFILE)
+    settings.load_profile("chongming")
 
 #: Short windows keep control tests fast; every wait still has slack.
 FAST = ControlWindows(stop_grace=0.3, cancel_window=0.3, pause_window=0.5)

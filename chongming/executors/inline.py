@@ -20,6 +20,12 @@ __all__ = ["InlineExecutor"]
 
 
 class InlineExecutor(Executor):
+    """Runs a sync task function on the loop thread: for tests and trivial work.
+
+    Nothing else on the loop runs meanwhile, so it cannot be stopped mid-call
+    and cannot pause (``pause()`` rolls back and returns ``False``).
+    """
+
     carrier = CarrierKind.INLINE
     stop_semantics = StopSemantics.NONE
 

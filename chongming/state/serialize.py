@@ -55,6 +55,7 @@ def snapshot_to_json(snapshot: TaskSnapshot) -> dict[str, Any]:
 
 
 def transition_to_json(transition: Transition) -> dict[str, Any]:
+    """One history entry as the JSON the CLI (``history --json``) and the dashboard print."""
     return {
         "task_id": transition.task_id,
         "version": transition.version,

@@ -14,8 +14,8 @@ epoch; the store names the epoch that recorded the step. So:
 - each step's operation (``ctx.effect``, committing a row into a side table
   of the store's own database) left exactly one row.
 
-``CHONGMING_DURABLE_KILLS`` sets the number of kills (5 by default; the
-fault run uses 100). Run on SQLite and on PostgreSQL.
+``CHONGMING_DURABLE_KILLS`` sets the number of kills (5 in ``make test``,
+100 in ``make proofs``). Run on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ from chongming.state.triggers import Trigger
 from tests.cli.test_processes import _Lines
 from tests.cli.test_worker_process import DEADLINE, ROOT, _client_store, _finish, plane
 from tests.stores.pg_support import admin_connection
+from tests.tiers import proof_size
 
 __all__ = ["plane"]
 
-KILLS = int(os.environ.get("CHONGMING_DURABLE_KILLS", "5"))
+KILLS = proof_size("CHONGMING_DURABLE_KILLS", reduced=5, full=100)
 TASKS = max(8, KILLS * 4)  # enough work that every kill lands while tasks run
 TTL = 1.0
 
@@ -102,6 +103,7 @@ async def _rows(where: object, table: str) -> list[str]:
         return [row["op"] for row in await conn.fetch(f"SELECT op FROM {table}")]
 
 
+@pytest.mark.proof
 async def test_kill_9_of_workers_never_reruns_a_recorded_step(
     plane: tuple[list[str], object], tmp_path: Path
 ) -> None:

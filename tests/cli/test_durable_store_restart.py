@@ -34,7 +34,8 @@ to its snapshot; the workers survived both outages (they exit 0 on SIGTERM,
 their reconciles logged the outage) and logged no traceback (asyncpg's own
 logged retries of its pool floor aside).
 
-``CHONGMING_STORE_RESTART_TASKS`` sets the tasks per kind (2 by default).
+``CHONGMING_STORE_RESTART_TASKS`` sets the tasks per kind (2 in ``make test``,
+10 in ``make proofs``).
 """
 
 from __future__ import annotations
@@ -65,10 +66,11 @@ from tests.cli.durable_restart_tasks import KINDS, LATE_KINDS, STEPS, WAIT_AT
 from tests.cli.test_processes import _Lines
 from tests.cli.test_worker_process import ROOT, _finish
 from tests.pg_cluster import PgCluster, pg_cluster
+from tests.tiers import proof_size
 
 __all__ = ["pg_cluster"]
 
-PER_KIND = int(os.environ.get("CHONGMING_STORE_RESTART_TASKS", "2"))
+PER_KIND = proof_size("CHONGMING_STORE_RESTART_TASKS", reduced=2, full=10)
 TTL = 1.0
 DOWN = 3 * TTL
 MIDWAY = 6  # step bodies run before the first crash
@@ -86,7 +88,12 @@ _JOURNAL_CALLS = (
 )
 TABLE = "business.side_effects"
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.proof,
+    pytest.mark.timeout(240 + 20 * PER_KIND),
+]
 
 _T = TypeVar("_T")
 

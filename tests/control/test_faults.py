@@ -9,26 +9,28 @@ Real processes on one SQLite file and on PostgreSQL (tests/control/node_main.py)
 - SIGSTOP past the lease: B reconciles A's tasks as ``lost``; A, continued,
   has every later state write rejected and lets those tasks go.
 
-The default suite runs a few kill points per store; the full fault run sets
-``CHONGMING_KILL_POINTS=100``.
+``make test`` runs a few kill points per store; ``make proofs`` runs 100
+(``CHONGMING_KILL_POINTS`` sets any other count).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
+
+import pytest
 
 from chongming import Controller, TaskSnapshot, TaskStatus
 from chongming.state import audit_history
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from tests.control.support import Node, wait_stored
+from tests.tiers import proof_size
 
 S = TaskStatus
 LEASE_TTL = 1.0
-KILL_POINTS = int(os.environ.get("CHONGMING_KILL_POINTS", "3"))
+KILL_POINTS = proof_size("CHONGMING_KILL_POINTS", reduced=3, full=100)
 
 
 async def read_acks(node: Node, deadline: float) -> tuple[list[str], bool]:
@@ -132,6 +134,7 @@ async def kill_and_reconcile(args: list[str], store: TaskStore, run: int, seed: 
         ), "a task was left active with a carrier"
 
 
+@pytest.mark.proof
 async def test_sigkill_at_random_points(shared: tuple[list[str], TaskStore]) -> None:
     args, store = shared
     for run in range(KILL_POINTS):

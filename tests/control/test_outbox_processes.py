@@ -7,8 +7,8 @@ one transaction; some transactions roll back) while relay processes
 (tests/control/relay_main.py) move them:
 
 - ``test_relay_killed_mid_batch``: a relay is SIGKILLed at a random moment
-  while relaying, ``CHONGMING_RELAY_KILLS`` times (50 by default); the next
-  one, started while the previous worked, takes over.
+  while relaying, ``CHONGMING_RELAY_KILLS`` times (15 in ``make test``, 50 in
+  ``make proofs``); the next one, started while the previous worked, takes over.
 - ``test_three_relays_and_late_committers``: three relays at once, and
   transactions that take an outbox id, wait until a later row is published,
   then commit.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import signal
 import subprocess
@@ -38,10 +37,11 @@ import pytest
 
 from chongming import outbox_enqueue
 from tests.stores.pg_support import DSN, REPO, drop_schema, fresh_name, require_postgres
+from tests.tiers import proof_size
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-KILLS = int(os.environ.get("CHONGMING_RELAY_KILLS", "15"))
+KILLS = proof_size("CHONGMING_RELAY_KILLS", reduced=15, full=50)
 WRITE_RATE = 400.0  # rows per second offered by the writer...
 BACKLOG = 300  # ...who waits while this many rows are unpublished (relays stay busy, drains end)
 ROLLBACK_SHARE = 0.25
@@ -292,6 +292,7 @@ async def serve_version_2(setup: Setup) -> None:
         await store.register_node(info, ttl_seconds=600)
 
 
+@pytest.mark.proof
 async def test_relay_killed_mid_batch(setup: Setup) -> None:
     """Halfway, right after a kill that stranded rows, a worker of ship@2 goes live.
 

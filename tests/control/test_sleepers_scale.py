@@ -1,7 +1,7 @@
 """Many sleeping durable tasks hold no slot and no memory, and sleep through a worker restart.
 
-``CHONGMING_SLEEPERS`` tasks (500 by default; the issue's 10,000 on
-demand) each sleep until one shared wake-up time, long enough to park. A
+``CHONGMING_SLEEPERS`` tasks (500 in ``make test``; 10,000 in ``make
+proofs``) each sleep until one shared wake-up time, long enough to park. A
 worker with 50 slots parks them all: at one moment every task is ``queued``
 with its wake-up time, no node owns any, and the worker holds none in
 memory. That worker is closed, a new one (another node) starts, and at the
@@ -12,7 +12,6 @@ wake-up time every task resumes there and succeeds, each having slept once
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 
@@ -23,12 +22,13 @@ from chongming.state.query import TaskQuery
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from tests.control.both_stores import StoreMaker, stores, where
+from tests.tiers import proof_size
 
 __all__ = ["stores", "where"]  # fixtures
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.proof]
 
-SLEEPERS = int(os.environ.get("CHONGMING_SLEEPERS", "500"))
+SLEEPERS = proof_size("CHONGMING_SLEEPERS", reduced=500, full=10_000)
 SLOTS = 50
 
 

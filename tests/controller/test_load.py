@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import tracemalloc
 
 import pytest
 
 from chongming import Controller, TaskStatus
 from chongming.state import audit_history
+from tests.tiers import proof_scale
 
-SCALE = float(os.environ.get("CHONGMING_FAULT_SCALE", "1"))
+SCALE = proof_scale("CHONGMING_FAULT_SCALE", reduced=0.2)
 
 
 async def steps(ctx, count: int) -> int:  # type: ignore[no-untyped-def]
@@ -23,6 +23,7 @@ async def steps(ctx, count: int) -> int:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 async def test_ten_thousand_concurrent_tasks() -> None:
     n = max(1000, int(10_000 * SCALE))
     tracemalloc.start()

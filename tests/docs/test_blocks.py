@@ -193,10 +193,12 @@ def resolve(dotted: str) -> Any:
 def check_include(block: Block, target: str) -> None:
     path = ROOT / target
     assert path.is_file(), f"{block.where}: includes {target}, which does not exist"
-    wanted = [line.rstrip() for line in block.source.strip("\n").splitlines()]
+    wanted = [line.rstrip() for line in textwrap.dedent(block.source).strip("\n").splitlines()]
     have = [line.rstrip() for line in path.read_text().splitlines()]
     for start in range(len(have) - len(wanted) + 1):
-        if have[start : start + len(wanted)] == wanted:
+        # an excerpt from inside a function may be shown dedented
+        window = textwrap.dedent("\n".join(have[start : start + len(wanted)])).splitlines()
+        if window == wanted:
             return
     pytest.fail(f"{block.where}: the block is not a contiguous excerpt of {target}")
 

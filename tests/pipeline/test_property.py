@@ -35,6 +35,7 @@ from chongming import Controller, TaskStatus
 from chongming.pipeline import AggregationPolicy, JoinMode, Pipeline, PipelineStatus
 from chongming.policies import ControlWindows
 from tests.pipeline.support import node_of, wait_until
+from tests.tiers import examples
 
 S = TaskStatus
 TERMINAL = {s.value for s in TaskStatus if s.is_terminal}
@@ -242,7 +243,7 @@ async def play(scenario: Scenario) -> None:
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     derandomize=True,
     database=None,

@@ -42,9 +42,17 @@ NOT_FINITE: list[object] = [math.nan, math.inf, -math.inf, 10**400]
 
 
 def ident(value: object) -> str:
-    """A short test id, also for ints too long to print."""
+    """A short test id that is the same in every process (``make test`` runs in several).
+
+    Also for ints too long to print; objects and functions are named by their
+    type, never by their address.
+    """
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**20:
         return f"2**{value.bit_length() - 1}+"
+    if callable(value) and getattr(value, "__name__", "") == "<lambda>":
+        return "lambda"
+    if type(value) is object:
+        return "object()"
     return repr(value)
 
 

@@ -67,6 +67,7 @@ from chongming import (
 from chongming.policies import ControlWindows, ExponentialBackoff
 from chongming.state import audit_history
 from chongming.state.status import CARRIER_STATUSES
+from tests.tiers import examples
 
 S = TaskStatus
 WINDOWS = ControlWindows(stop_grace=0.05, cancel_window=0.05, pause_window=0.2)
@@ -808,7 +809,7 @@ class HardeningModel(RuleBasedStateMachine):
 
 
 HardeningModel.TestCase.settings = settings(
-    max_examples=40,
+    max_examples=examples(40),
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -23,6 +23,7 @@ from chongming import (
     Timeout,
 )
 from chongming.state import TRANSITIONS, audit_history
+from tests.tiers import examples
 
 MAILBOX: dict[str, list[str]] = {}
 WINDOWS = ControlWindows(stop_grace=0.2, cancel_window=0.2, pause_window=0.05)
@@ -153,7 +154,7 @@ class RunModel(RuleBasedStateMachine):
 
 
 RunModel.TestCase.settings = settings(
-    max_examples=40,
+    max_examples=examples(40),
     stateful_step_count=12,
     deadline=None,
     derandomize=True,

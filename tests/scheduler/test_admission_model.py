@@ -22,6 +22,7 @@ from hypothesis.stateful import (
 )
 
 from chongming.scheduler import AdmissionLimits, AdmissionQueue
+from tests.tiers import examples
 
 TAGS = ("io", "gpu", "net")  # "net" is never limited: it must not matter
 
@@ -178,5 +179,5 @@ class AdmissionMachine(RuleBasedStateMachine):
 
 TestAdmissionAgainstReference = AdmissionMachine.TestCase
 TestAdmissionAgainstReference.settings = settings(
-    max_examples=300, stateful_step_count=60, deadline=None
+    max_examples=examples(300), stateful_step_count=60, deadline=None
 )

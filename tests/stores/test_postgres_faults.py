@@ -8,7 +8,6 @@ as failed (docs/reliability.md, P1 and P6).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -29,10 +28,11 @@ from tests.stores.pg_support import (
     require_postgres,
     reread,
 )
+from tests.tiers import proof_scale
 
 pytestmark = pytest.mark.postgres
 _S = TaskStatus
-SCALE = float(os.environ.get("CHONGMING_FAULT_SCALE", "1"))
+SCALE = proof_scale("CHONGMING_FAULT_SCALE", reduced=0.3)
 
 
 @pytest.fixture
@@ -129,6 +129,7 @@ _START = {_S.PENDING: _S.QUEUED, _S.QUEUED: _S.STARTING, _S.STARTING: _S.RUNNING
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 async def test_terminated_backends_mid_run_lose_no_acknowledged_write(
     factory: PgStoreFactory,
 ) -> None:

@@ -25,11 +25,12 @@ from tests.stores.pg_support import (
     require_postgres,
     spawn_script,
 )
+from tests.tiers import proof_scale
 
 pytestmark = pytest.mark.postgres
 
-#: Multiplies the load of the slow proofs (CI may lower it; 1.0 = the pass marks).
-SCALE = float(os.environ.get("CHONGMING_FAULT_SCALE", "1"))
+#: Multiplies the load of the slow proofs (1.0 = the pass marks, ``make proofs``).
+SCALE = proof_scale("CHONGMING_FAULT_SCALE", reduced=0.1)
 
 _PRELUDE = """
 import asyncio, sys, time
@@ -147,6 +148,7 @@ asyncio.run(main())
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 async def test_eight_processes_claim_every_command_exactly_once(
     factory: PgStoreFactory, tmp_path: Path
 ) -> None:
