@@ -17,10 +17,13 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from chongming import ControlWindows, TaskContext, TaskRun, Transition
+from chongming import ControlWindows, TaskContext, TaskRun, TaskStatus, Transition
 
-#: Short windows so the example finishes quickly (the defaults are 5 s / 1 s / 2 s).
-WINDOWS = ControlWindows(stop_grace=0.5, cancel_window=0.5, pause_window=0.3)
+#: Short windows so the example finishes quickly (the defaults are 5 s / 1 s / 2 s). A pause
+#: returns as soon as the task reaches a checkpoint, so a generous pause window costs nothing.
+WINDOWS = ControlWindows(stop_grace=0.5, cancel_window=0.5, pause_window=2.0)
+#: A pause window shorter than the blocking call in ``bulk_copy``: that pause cannot be reached.
+IMPATIENT = ControlWindows(stop_grace=0.5, cancel_window=0.5, pause_window=0.3)
 
 
 def sync_rows(ctx: TaskContext, tenant: str) -> int:
@@ -37,6 +40,12 @@ def bulk_copy(ctx: TaskContext, seconds: float) -> str:
     """A badly behaved sync task: one long blocking call, no checkpoint."""
     time.sleep(seconds)
     return "copied"
+
+
+async def started(run: TaskRun) -> None:
+    """Until the task's function runs (a pause asked before that would be refused)."""
+    while run.status is not TaskStatus.RUNNING:
+        await asyncio.sleep(0.01)
 
 
 def print_history(transitions: Sequence[Transition]) -> None:
@@ -64,7 +73,7 @@ def print_history(transitions: Sequence[Transition]) -> None:
 async def pause_and_stop() -> None:
     print("== Pause round trip, then a stop with an actor and a reason ==")
     async with TaskRun(sync_rows, ("tenant-A",), task_id="job-1", windows=WINDOWS) as run:
-        await asyncio.sleep(0.1)  # let it start
+        await started(run)
         paused = await run.pause()  # returns once the task sits at a checkpoint
         print(f"pause()  -> {paused}, status {run.status.value}")
         await asyncio.sleep(0.2)
@@ -82,8 +91,8 @@ async def pause_and_stop() -> None:
 
 async def waiting_is_not_failing() -> None:
     print("== wait(timeout) and a pause that is not reached ==")
-    async with TaskRun(bulk_copy, (1.0,), task_id="job-2", windows=WINDOWS) as run:
-        await asyncio.sleep(0.1)
+    async with TaskRun(bulk_copy, (2.0,), task_id="job-2", windows=IMPATIENT) as run:
+        await started(run)
         try:
             await run.wait(timeout=0.1)
         except TimeoutError:
@@ -101,8 +110,8 @@ async def waiting_is_not_failing() -> None:
 
 async def unstoppable() -> None:
     print("== A task that cannot be stopped: reported truthfully ==")
-    async with TaskRun(bulk_copy, (1.0,), task_id="job-3", windows=WINDOWS) as run:
-        await asyncio.sleep(0.1)
+    async with TaskRun(bulk_copy, (2.0,), task_id="job-3", windows=WINDOWS) as run:
+        await started(run)
         await run.stop(reason="maintenance")
         outcome = await run.wait(timeout=10)
     assert outcome.failure is not None
