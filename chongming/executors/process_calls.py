@@ -8,8 +8,14 @@ the executor runs in a thread of the loop's default executor, one at a time
 under :data:`PROCESS_CALLS`, and the loop thread never calls them.
 
 Every worker started is remembered until it is reaped; at interpreter exit
-the ones nobody closed are killed with their process groups (before
-``multiprocessing``'s own exit hook, which would wait for them forever).
+the ones nobody closed are killed with their process groups. That must come
+before ``multiprocessing``'s own exit hook joins its children: a worker waits
+for its next job as long as its pipe is open, so that join would never
+return. An ``atexit`` hook cannot promise the order (``multiprocessing``
+registers its hook when it is first used, and again whenever its logger is
+made, and the last registered runs first), so the kill is also one of the
+finalizers that hook runs before it joins anything. The workers are this
+process's: a process forked from it forgets them, so its exit kills none.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import multiprocessing.util
 import os
 import signal
 import threading
@@ -39,6 +46,7 @@ T = TypeVar("T")
 
 PROCESS_CALLS = threading.Lock()
 _LIVE: set[int] = set()  # pids of workers not reaped yet
+_OWNER = os.getpid()  # the process that started them (a fork's copy of the set is not its own)
 
 
 def remember_worker(pid: int) -> None:
@@ -70,9 +78,15 @@ def signal_group(pid: int | None, number: int, *, alive: bool) -> None:
 
 
 def start_process(process: Any) -> None:
-    """``process.start()``: a fork/exec, or a round trip to the fork server (in a thread)."""
+    """``process.start()``: a fork/exec, or a round trip to the fork server (in a thread).
+
+    The worker is remembered at once, so an exit that comes before the loop
+    hears of it kills it too.
+    """
     with PROCESS_CALLS:
         process.start()
+        if process.pid is not None:
+            remember_worker(process.pid)
 
 
 def reap_process(process: Any) -> int | None:
@@ -118,7 +132,22 @@ async def finish_despite_cancellation(awaitable: Awaitable[T]) -> T:
     return future.result()
 
 
-@atexit.register
 def _kill_live_workers() -> None:
+    """Interpreter exit: SIGKILL the group of every worker nobody closed (idempotent)."""
+    if os.getpid() != _OWNER:
+        return
     for pid in list(_LIVE):
         signal_group(pid, signal.SIGKILL, alive=True)
+
+
+def _forget_in_child() -> None:
+    global _OWNER
+    _OWNER = os.getpid()
+    _LIVE.clear()
+
+
+# Before multiprocessing joins its children (its finalizers of priority >= 0 run
+# first), and, should its hook not run at all, at exit anyway.
+multiprocessing.util.Finalize(None, _kill_live_workers, exitpriority=100)
+atexit.register(_kill_live_workers)
+os.register_at_fork(after_in_child=_forget_in_child)

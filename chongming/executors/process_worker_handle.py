@@ -29,7 +29,6 @@ from chongming.executors.process_calls import (
     finish_despite_cancellation,
     forget_worker,
     reap_process,
-    remember_worker,
     settle,
     signal_group,
     start_process,
@@ -150,8 +149,7 @@ class WorkerHandle:
             raise failed
 
     def _watch(self) -> None:
-        self.pid = pid = self.process.pid
-        remember_worker(pid)
+        self.pid = self.process.pid  # remembered for the exit hook by start_process
         self._sock.setblocking(False)
         self._loop.add_reader(self._sock.fileno(), self._readable)
         self._reading = True

@@ -239,3 +239,12 @@ def checkpoint_for(ctx: TaskContext, seconds: float) -> int:
         ctx.checkpoint()
         checkpoints += 1
     return checkpoints
+
+
+# -- interpreter exit and forks ---------------------------------------------------------
+
+
+def leave_a_sleeper(ctx: TaskContext) -> list[int]:
+    """Starts a `sleep 300` in the worker's process group and returns: [worker, sleeper]."""
+    sleeper = subprocess.Popen(["sleep", "300"])
+    return [os.getpid(), sleeper.pid]
