@@ -7,7 +7,8 @@ stop grace window runs out, the worker's whole process group gets
 ``stopped`` (the history says "terminated after grace" or "killed"). The
 per-attempt and idle timeouts end an attempt the same way. A worker that
 dies on its own (a segfault, ``os._exit``, the out-of-memory killer) fails
-its task with the kind ``crashed`` and is replaced.
+its task with the kind ``crashed`` and is replaced; ``sys.exit()`` in task
+code fails the attempt (not retried) and the worker serves on.
 
 The price, checked when a task is submitted: the function must be importable
 by name from a module (see :mod:`chongming.executors.process_target`), and
@@ -57,7 +58,8 @@ class ProcessExecutor(Executor):
     Use it as ``async with ProcessExecutor() as processes:`` or call
     :meth:`aclose`: it refuses new calls, waits for the calls still running,
     then closes the idle workers. A controller given this executor does not
-    close it.
+    close it; workers nobody closed are killed, with their process groups,
+    when the interpreter exits.
     """
 
     carrier = CarrierKind.PROCESS

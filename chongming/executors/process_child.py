@@ -11,11 +11,20 @@ Heartbeats and progress go the other way, coalesced: at most one message of
 each every :data:`SEND_EVERY` seconds, and a small flusher thread sends what
 is still pending when the task goes quiet, so the parent is never more than
 that much behind (the idle timeout is measured to within it).
+
+Only the worker speaks on its pipe. A process a task forks inherits the
+link; from the fork on, the link is mute in it (closed, as if the parent
+were gone, but without asking the task to stop): it reads nothing, so it
+cannot take the worker's messages, and sends nothing, so nothing it says
+is taken for the worker's. ``os.register_at_fork`` makes a forked copy mute
+at once (with fresh locks, in case another thread held one as it forked);
+every read and write also checks the pid, for a fork made below Python.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 import socket
 import threading
@@ -128,6 +137,7 @@ class ChildLink:
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(True)
+        self.pid = os.getpid()  # the worker: the only process that speaks on this link
         self._sock = sock
         self.fileno = sock.fileno()
         self._poller = select.poll()
@@ -174,6 +184,8 @@ class ChildLink:
         Bounded, so a second thread parked at a checkpoint of the same task
         sees a resume that the first one read.
         """
+        if self.foreign():
+            return
         with self._receiving:
             if self.closed or not self._poller.poll(_WAIT_MS):
                 return
@@ -181,6 +193,8 @@ class ChildLink:
 
     def _read(self, *, block: bool) -> bool:
         """Read what is there (or wait for something: ``block``); False when nothing came."""
+        if self.foreign():
+            return False
         with self._receiving:
             if self.closed:
                 return False
@@ -211,6 +225,27 @@ class ChildLink:
             # For a job that ended (stale), or one whose run message was read
             # with it and has not begun yet: ``begin`` applies the latter.
             self._early = message
+
+    def foreign(self) -> bool:
+        """This is not the worker but a process forked from it: the link is mute here."""
+        if os.getpid() == self.pid:
+            return False
+        self.disown()
+        return True
+
+    def disown(self) -> None:
+        """In a process forked from the worker: never read or write the pipe again.
+
+        Not a stop: a forked child that uses the context goes on as if its
+        reports reached nobody.
+        """
+        if os.getpid() == self.pid:
+            return
+        self.closed = True
+        self._closing = True
+        self._flusher = None
+        self._receiving = threading.Lock()
+        self._sending = threading.Lock()
 
     def _parent_gone(self) -> None:
         """Nobody is left to report to: the running task is asked to stop.
@@ -318,7 +353,7 @@ class ChildLink:
         return frames
 
     def _write(self, data: bytes) -> None:
-        if not data or self.closed:
+        if not data or self.closed or self.foreign():
             return
         try:
             self._sock.sendall(data)
@@ -338,6 +373,8 @@ class ChildLink:
 
     def close(self) -> None:
         """Stop the flusher thread (the worker is done with this link)."""
+        if self.foreign():
+            return
         flusher, self._flusher = self._flusher, None
         self._closing = True
         self._due.set()

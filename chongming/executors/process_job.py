@@ -116,9 +116,7 @@ class Job:
             f"{describe_exit(worker.exitcode, killed_by_parent=worker.ended_by is not None)} "
             "while running the task, before it returned a result"
         )
-        if worker.last_words:
-            text += f" ({worker.last_words})"
-        elif worker.ended_by:
+        if worker.ended_by:
             text += f" ({worker.ended_by})"
         failure = Failure(kind=FailureKind.CRASHED, message=text, retryable=True)
         self._settle(CarrierFailure(failure))
@@ -151,15 +149,26 @@ def _child_error(info: Any, pid: int | None) -> BaseException:
     Nothing is unpickled and nothing is imported: the class is looked up by
     name among the modules this process has already imported. The runtime's
     own stop and misuse errors are raised as they are (a stop is then
-    ``stopped``); any other exception is a :class:`CarrierFailure` with the
-    child's text and type name, carrying a rebuilt instance for retry
-    policies when the class is known here.
+    ``stopped``); a ``BaseException`` that is no ``Exception`` (``SystemExit``)
+    is a failure that is not retried, as it is in a thread; any other
+    exception is a :class:`CarrierFailure` with the child's text and type
+    name, carrying a rebuilt instance for retry policies when the class is
+    known here.
     """
     info = info if isinstance(info, dict) else {}
     module = str(info.get("module", ""))
     qualname = str(info.get("qualname", "Exception"))
     message = str(info.get("message", ""))
     trace = str(info.get("traceback", ""))
+    short_name = qualname.rpartition(".")[2]
+    if info.get("base") is True:  # SystemExit, KeyboardInterrupt: as a thread's would be
+        failure = Failure(
+            kind=FailureKind.EXCEPTION,
+            message=f"{short_name}: {message}" if message else short_name,
+            exception_type=short_name,
+            retryable=False,
+        )
+        return _with_trace(CarrierFailure(failure), trace, pid)
     kind = _known_class(module, qualname)
     if kind is not None and issubclass(kind, TaskCancelled | CheckpointMisuse):
         return kind(message)
@@ -171,17 +180,17 @@ def _child_error(info: Any, pid: int | None) -> BaseException:
         except Exception:
             rebuilt = None
     failure = Failure(
-        kind=FailureKind.EXCEPTION,
-        message=message,
-        exception_type=qualname.rpartition(".")[2],
-        retryable=True,
+        kind=FailureKind.EXCEPTION, message=message, exception_type=short_name, retryable=True
     )
-    error = CarrierFailure(failure, rebuilt)
+    return _with_trace(CarrierFailure(failure, rebuilt), trace, pid)
+
+
+def _with_trace(error: CarrierFailure, trace: str, pid: int | None) -> CarrierFailure:
     if trace:
         note = f"raised in worker process {pid}:\n{trace}"
         error.add_note(note)
-        if rebuilt is not None:
-            rebuilt.add_note(note)
+        if error.error is not None:
+            error.error.add_note(note)
     return error
 
 

@@ -16,7 +16,7 @@ child -> parent
     ``["progress", seq, done, total, unit, message]``, ``["log", seq, record]``,
     ``["paused", seq, generation]``, ``["result", seq, value]``,
     ``["error", seq, error]``, ``["invalid", seq, type_name, reason]``,
-    ``["launch_error", seq, message]``, ``["exiting", seq, text]``
+    ``["launch_error", seq, message]``
 
 ``seq`` numbers the jobs a worker ran; a message about another job than the
 current one is stale and dropped.

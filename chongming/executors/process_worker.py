@@ -10,9 +10,15 @@ arguments; nothing the worker receives is unpickled. The worker imports the
 function, builds a :class:`TaskContext` over a :class:`ChildSignals`, calls
 it (a coroutine function on a fresh event loop) and sends back the result,
 the exception, or why the result cannot be stored. A task that raises
-``SystemExit`` (or another ``BaseException``) ends the worker with that exit
-code, as it would end any process; the parent records a crash and starts a
-new worker.
+``SystemExit``, ``KeyboardInterrupt`` or another ``BaseException`` fails
+like one that raised an exception (the parent records it as not retryable,
+as the thread executor does), and the worker waits for its next job.
+
+A task may fork. A forked child that leaves the task function (returns,
+raises, ``sys.exit``) instead of calling ``os._exit`` arrives back here:
+it exits at once with the status that ending would give a process (0, 1,
+or the ``SystemExit`` code) and says nothing; the link is mute in it (see
+:mod:`.process_child`), so only the worker ever speaks to the parent.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from chongming.errors import PayloadError
 from chongming.executors.process_child import ChildLink, ChildSignals
@@ -47,6 +53,7 @@ def worker_main(sock: socket.socket) -> None:
     os.setsid()
     _seal_descriptors()
     link = ChildLink(sock)
+    os.register_at_fork(after_in_child=link.disown)
     logger = logging.getLogger("chongming.task")
     logger.handlers = [_ForwardRecords(link)]
     logger.propagate = False
@@ -89,14 +96,16 @@ def _run_job(link: ChildLink, seq: int, job: dict[str, Any]) -> None:
             value = _run_coroutine(fn, context, args, kwargs, link, signals)
         else:
             value = fn(context, *args, **kwargs)
-        if context.has_unawaited_checkpoint:
-            raise context.misuse_error()
-    except Exception as error:
+    except BaseException as error:  # SystemExit, KeyboardInterrupt too: they fail the attempt
+        if link.foreign():
+            _exit_forked(error)
         link.finish(encode(["error", seq, describe_exception(error)]))
         return
-    except BaseException as error:  # SystemExit, KeyboardInterrupt: this process ends
-        link.finish(encode(["exiting", seq, f"the task raised {_describe(error)}"]))
-        _exit(_exit_code(error))
+    if link.foreign():
+        _exit_forked(None)
+    if context.has_unawaited_checkpoint:
+        link.finish(encode(["error", seq, describe_exception(context.misuse_error())]))
+        return
     link.finish(_result_frame(seq, value))
 
 
@@ -108,7 +117,13 @@ def _run_coroutine(
     link: ChildLink,
     signals: ChildSignals,
 ) -> Any:
-    """Await ``fn`` on a fresh event loop that also watches the parent's pipe."""
+    """Await ``fn`` on a fresh event loop that also watches the parent's pipe.
+
+    A child the coroutine forked exits as soon as it leaves ``fn``: its copy
+    of the loop shares the worker's epoll instance, and tearing that copy
+    down (removing readers, closing the self-pipe) would unregister the
+    worker's own descriptors.
+    """
 
     async def main() -> Any:
         loop = asyncio.get_running_loop()
@@ -122,9 +137,17 @@ def _run_coroutine(
 
         loop.add_reader(link.fileno, readable)
         try:
-            return await fn(context, *args, **kwargs)
+            value = await fn(context, *args, **kwargs)
+        except BaseException as error:
+            if link.foreign():
+                _exit_forked(error)
+            raise
         finally:
-            loop.remove_reader(link.fileno)
+            if not link.foreign():
+                loop.remove_reader(link.fileno)
+        if link.foreign():
+            _exit_forked(None)
+        return value
 
     return asyncio.run(main())
 
@@ -147,14 +170,19 @@ def _result_frame(seq: int, value: Any) -> bytes:
     return encode(["invalid", seq, _text(type(value).__name__), reason])
 
 
-def describe_exception(error: BaseException) -> dict[str, str]:
-    """What the parent learns of an exception: its class by name, its text, the traceback."""
+def describe_exception(error: BaseException) -> dict[str, Any]:
+    """What the parent learns of an exception: its class by name, its text, the traceback.
+
+    ``base`` says it is no ``Exception`` (``SystemExit``, ``KeyboardInterrupt``):
+    the parent cannot tell by the name of a class it may not know.
+    """
     kind = type(error)
     return {
         "module": kind.__module__,
         "qualname": kind.__qualname__,
         "message": _text(_message(error)),
         "traceback": _text("".join(traceback.format_exception(error))[-_TRACEBACK_LIMIT:]),
+        "base": not isinstance(error, Exception),
     }
 
 
@@ -184,8 +212,24 @@ def _exit_code(error: BaseException) -> int:
     return 1
 
 
-def _exit(code: int) -> None:
-    """End the worker now, as the task asked (buffered output is written first)."""
+def _exit_forked(error: BaseException | None) -> NoReturn:
+    """A process a task forked left the task function: end it as that would end a process.
+
+    It never returns to the worker's loop, and never speaks on the link.
+    """
+    code = 0
+    if error is not None:
+        code = _exit_code(error)
+        if not isinstance(error, SystemExit | KeyboardInterrupt):
+            try:
+                traceback.print_exception(error)
+            except Exception:
+                pass
+    _exit(code)
+
+
+def _exit(code: int) -> NoReturn:
+    """End this process now (buffered output is written first)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

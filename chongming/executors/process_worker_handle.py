@@ -90,7 +90,6 @@ class WorkerHandle:
         self.state = WorkerState.STARTING
         self.pid: int | None = None
         self.exitcode: int | None = None
-        self.last_words: str | None = None  # what the worker said before it exited
         self.ended_by: str | None = None  # why the parent ended it, if it did
         self.served = False  # it became ready (it did not die while starting)
         self.job: object = None  # what the executor runs on it now
@@ -233,8 +232,6 @@ class WorkerHandle:
                 if not self._ready.done():
                     self._ready.set_result(None)
                 continue
-            if kind == "exiting" and len(message) == 3:
-                self.last_words = str(message[2])
             try:
                 self._on_message(self, message)
             except Exception:
@@ -282,8 +279,6 @@ class WorkerHandle:
         self.state = WorkerState.EXITED
         if not self._ready.done():
             text = f"the worker process (pid {self.pid}) {describe_exit(self.exitcode)}"
-            if self.last_words:
-                text += f" ({self.last_words})"
             self._ready.set_exception(WorkerStartFailed(text + " before it was ready"))
             self._ready.exception()  # retrieved: start() reads it again, or nobody waits
         self.exited.set_result(None)

@@ -248,3 +248,59 @@ def leave_a_sleeper(ctx: TaskContext) -> list[int]:
     """Starts a `sleep 300` in the worker's process group and returns: [worker, sleeper]."""
     sleeper = subprocess.Popen(["sleep", "300"])
     return [os.getpid(), sleeper.pid]
+
+
+def fork_and_wait(ctx: TaskContext, how: str) -> dict[str, Any]:
+    """Forks a child that ends the task function its own way (never ``os._exit``); waits for it.
+
+    ``how``: ``"return"``, ``"raise"``, ``"exit"`` (``sys.exit(3)``),
+    ``"report"`` (progress, a log record and a checkpoint first, then return)
+    or ``"libc"`` (forked by C's ``fork()``, which runs no Python fork hook,
+    then return).
+    """
+    child = ctypes.PyDLL(None).fork() if how == "libc" else os.fork()
+    if child == 0:
+        if how == "raise":
+            raise ValueError("raised in the forked child")
+        if how == "exit":
+            sys.exit(3)
+        if how == "report":
+            ctx.progress(1, total=2, message="from the forked child")
+            ctx.log("logged in the forked child")
+            ctx.checkpoint()
+        return {"value": "the forked child's"}
+    _, status = os.waitpid(child, 0)
+    return {"value": "the worker's", "child_exit": os.waitstatus_to_exitcode(status)}
+
+
+def fork_and_leave(ctx: TaskContext, release: str) -> int:
+    """Forks a child that returns once the file ``release`` exists; returns its pid at once."""
+    child = os.fork()
+    if child == 0:
+        while not os.path.exists(release):
+            time.sleep(0.005)
+        return -1
+    return child
+
+
+async def async_exit(ctx: TaskContext, code: int) -> None:
+    await ctx.checkpoint()
+    sys.exit(code)
+
+
+def interrupt(ctx: TaskContext) -> None:
+    raise KeyboardInterrupt
+
+
+async def async_fork_and_wait(ctx: TaskContext) -> dict[str, Any]:
+    """Forks on the worker's loop; the child returns; then the worker awaits a thread."""
+    import asyncio
+
+    child = os.fork()
+    if child == 0:
+        return {"value": "the forked child's"}
+    # A thread's result wakes the loop through its self-pipe.
+    _, status = await asyncio.to_thread(os.waitpid, child, 0)
+    value = await asyncio.to_thread(str, "the worker's")
+    await ctx.checkpoint()
+    return {"value": value, "child_exit": os.waitstatus_to_exitcode(status)}
