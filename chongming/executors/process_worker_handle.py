@@ -1,14 +1,20 @@
 """One worker process as the parent sees it: its pipe, its exit, and how it is ended.
 
 Nothing here blocks the event loop. The socket is non-blocking and watched
-with ``loop.add_reader``; so is the process's sentinel, a descriptor that
-becomes readable when the process exits. The calls into ``multiprocessing``
-that may block or race run in a thread (see :mod:`.process_calls`).
+with ``loop.add_reader``; so is the process's exit: its pidfd (Linux), which
+becomes readable when the process exits whoever else holds its descriptors,
+and multiprocessing's sentinel, the end of a pipe the worker holds. The
+sentinel alone is not enough: a child the task forked holds a copy of that
+pipe, and the worker's death would not be seen while the child lives. The
+calls into ``multiprocessing`` that may block or race run in a thread (see
+:mod:`.process_calls`).
 
 Ending a worker is the hard stop: ``SIGTERM`` to its process group, up to
 ``grace`` seconds for the worker to exit, then ``SIGKILL`` to the group,
 whatever of it is left, so a descendant that ignores ``SIGTERM`` does not
-outlive its worker. The group is the worker's own session (``os.setsid`` in
+outlive its worker. A worker that exits on its own (it crashed) takes its
+group along too: what its task started would otherwise run on beside the
+next attempt. The group is the worker's own session (``os.setsid`` in
 the child); a descendant that starts a session of its own has left it and is
 out of reach.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 import signal
 import socket
 from collections.abc import Callable
@@ -100,6 +107,7 @@ class WorkerHandle:
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self.exited: asyncio.Future[None] = self._loop.create_future()
         self._silence_timer: asyncio.TimerHandle | None = None
+        self._exit_watches: list[int] = []  # descriptors readable once the process exited
 
     def __repr__(self) -> str:
         return f"<worker pid={self.pid} {self.state.value}>"
@@ -152,7 +160,12 @@ class WorkerHandle:
         self._sock.setblocking(False)
         self._loop.add_reader(self._sock.fileno(), self._readable)
         self._reading = True
-        self._loop.add_reader(self.process.sentinel, self._sentinel_readable)
+        self._exit_watches = [self.process.sentinel]
+        pidfd = _open_pidfd(self.pid)
+        if pidfd is not None:
+            self._exit_watches.append(pidfd)
+        for descriptor in self._exit_watches:
+            self._loop.add_reader(descriptor, self._sentinel_readable)
 
     def _abandon(self) -> None:
         """The process never started: release what was made for it."""
@@ -252,7 +265,14 @@ class WorkerHandle:
     # -- exit --------------------------------------------------------------------
 
     def _sentinel_readable(self) -> None:
-        self._loop.remove_reader(self.process.sentinel)
+        """The worker exited. What its task left in its process group goes with it.
+
+        Sent before the worker is reaped, while its pid (the group's id) is
+        still taken, so no other process can hold that id yet.
+        """
+        if self._stop_watching_exit():
+            return  # the other watch fired first
+        self.signal_group(signal.SIGKILL)
         while self._reading:  # what it sent before it exited is still in the socket
             try:
                 data = self._sock.recv(_READ_SIZE)
@@ -286,6 +306,15 @@ class WorkerHandle:
             self._on_exit(self)
         except Exception:
             _log.exception("handling the exit of worker %s failed", self.pid)
+
+    def _stop_watching_exit(self) -> bool:
+        """Stop watching for the exit; ``True`` if that had been done already."""
+        watches, self._exit_watches = self._exit_watches, []
+        for descriptor in watches:
+            self._loop.remove_reader(descriptor)
+        for descriptor in watches[1:]:  # the pidfd; the sentinel is multiprocessing's
+            os.close(descriptor)
+        return not watches
 
     def _stop_reading(self) -> None:
         if self._reading:
@@ -343,6 +372,9 @@ class WorkerHandle:
     def discard(self) -> None:
         """Its event loop is closed: kill the group and release everything without it."""
         self.state = WorkerState.EXITED
+        for descriptor in self._exit_watches[1:]:  # its loop is gone: nothing to remove
+            os.close(descriptor)
+        self._exit_watches = []
         self.signal_group(signal.SIGKILL)
         self._sock.close()
         self._child_sock.close()
@@ -352,3 +384,15 @@ class WorkerHandle:
                 self.process.join(KILL_WAIT)  # SIGKILLed: this returns at once
                 if self.process.exitcode is not None:
                     self.process.close()
+
+
+def _open_pidfd(pid: int | None) -> int | None:
+    """A descriptor readable once ``pid`` exits (Linux 5.3+), or ``None`` where there is none."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pid is None or pidfd_open is None:
+        return None
+    try:
+        descriptor: int = pidfd_open(pid)
+    except OSError:  # too old a kernel, or it has exited already: the sentinel says so
+        return None
+    return descriptor  # close-on-exec, as pidfd_open makes it

@@ -304,3 +304,10 @@ async def async_fork_and_wait(ctx: TaskContext) -> dict[str, Any]:
     value = await asyncio.to_thread(str, "the worker's")
     await ctx.checkpoint()
     return {"value": value, "child_exit": os.waitstatus_to_exitcode(status)}
+
+
+def spawn_then_crash(ctx: TaskContext, pid_file: str) -> None:
+    """Starts a `sleep 300` in the worker's process group, writes its pid, and segfaults."""
+    sleeper = subprocess.Popen(["sleep", "300"])
+    _write_atomically(pid_file, str(sleeper.pid))
+    ctypes.string_at(0)

@@ -7,11 +7,15 @@ on, and the task submitted after each crash succeeds on a fresh worker.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from chongming import Controller, ExponentialBackoff, FailureKind, RetryPolicy, TaskStatus
+from chongming import Controller, ExponentialBackoff, FailureKind, RetryPolicy, TaskRun, TaskStatus
 from chongming.executors import ProcessExecutor
 from tests.executors import process_tasks
+from tests.executors.conftest import alive
+from tests.support import wait_for
 
 RUNS = 20
 _NO_WAIT = ExponentialBackoff(base=0.01, max_delay=0.01)
@@ -68,3 +72,16 @@ async def test_a_crash_is_retried_like_any_retryable_failure(processes: ProcessE
         outcome = await (await controller.submit("segfault")).wait(30)
     assert outcome.status is TaskStatus.FAILED
     assert outcome.attempts == 2
+
+
+async def test_a_crashed_worker_takes_what_its_task_started_along(
+    processes: ProcessExecutor, tmp_path: Path
+) -> None:
+    """A child left in the group of a worker that crashed would run on beside the retry."""
+    pid_file = tmp_path / "pids"
+    async with TaskRun(process_tasks.spawn_then_crash, (str(pid_file),), executor=processes) as run:
+        outcome = await run.wait(30)
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.CRASHED
+    sleeper = int(pid_file.read_text())
+    await wait_for(lambda: not alive(sleeper), 5)

@@ -100,3 +100,24 @@ async def test_a_child_forked_on_the_worker_loop_leaves_that_loop_alone(
     assert outcome.value == {"value": "the worker's", "child_exit": 0}
     async with TaskRun(in_child_loop(process_tasks.async_count), (4,), executor=one_worker) as run:
         assert (await run.wait(30)).value == 6
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+async def test_a_worker_that_dies_is_seen_to_die_while_its_forked_child_lives(
+    tmp_path: Path, start_method: str
+) -> None:
+    """The child holds copies of the worker's descriptors; the worker's exit is seen anyway.
+
+    And the child, left in the dead worker's process group, is killed with it.
+    """
+    release = tmp_path / "release"  # never made: the child would wait for ever
+    async with ProcessExecutor(max_workers=1, start_method=start_method) as executor:
+        async with TaskRun(process_tasks.fork_and_leave, (str(release),), executor=executor) as run:
+            child = (await run.wait(30)).value
+        assert isinstance(child, int)
+        async with TaskRun(process_tasks.segfault, executor=executor) as run:
+            outcome = await run.wait(30)
+        assert outcome.failure is not None
+        assert outcome.failure.kind is FailureKind.CRASHED
+        assert "SIGSEGV" in outcome.failure.message
+        await wait_for(lambda: not alive(child), 10)
