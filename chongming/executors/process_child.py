@@ -18,7 +18,8 @@ were gone, but without asking the task to stop): it reads nothing, so it
 cannot take the worker's messages, and sends nothing, so nothing it says
 is taken for the worker's. ``os.register_at_fork`` makes a forked copy mute
 at once (with fresh locks, in case another thread held one as it forked);
-every read and write also checks the pid, for a fork made below Python.
+every read, write and lock also checks the pid, for a fork made below
+Python.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ class ChildLink:
         self._flusher: threading.Thread | None = None
         self._early: list[Any] | None = None  # the last control message of no running job
         self._closing = False
+        self._disowned = False  # this is a process forked from the worker (see disown)
 
     # -- receiving ---------------------------------------------------------------
 
@@ -227,7 +229,12 @@ class ChildLink:
             self._early = message
 
     def foreign(self) -> bool:
-        """This is not the worker but a process forked from it: the link is mute here."""
+        """This is not the worker but a process forked from it: the link is mute here.
+
+        Checked before every read, write and lock, so that a fork below
+        Python (no fork hook ran) never touches the pipe nor waits for a
+        lock that another thread held as it forked.
+        """
         if os.getpid() == self.pid:
             return False
         self.disown()
@@ -237,10 +244,11 @@ class ChildLink:
         """In a process forked from the worker: never read or write the pipe again.
 
         Not a stop: a forked child that uses the context goes on as if its
-        reports reached nobody.
+        reports reached nobody. Idempotent.
         """
-        if os.getpid() == self.pid:
+        if os.getpid() == self.pid or self._disowned:
             return
+        self._disowned = True
         self.closed = True
         self._closing = True
         self._flusher = None
@@ -261,6 +269,8 @@ class ChildLink:
     # -- sending -----------------------------------------------------------------
 
     def send(self, message: list[Any]) -> None:
+        if self.foreign():
+            return
         frame = encode(message)
         with self._sending:
             self._write(frame)
@@ -280,6 +290,8 @@ class ChildLink:
 
     def finish(self, frame: bytes) -> None:
         """End the job: pending progress first (it happened before), then ``frame``."""
+        if self.foreign():
+            return
         with self._sending:
             frames = self._pending(_monotonic(), beat=False)
             self.seq = None
@@ -299,6 +311,8 @@ class ChildLink:
 
     def progress(self, progress: Progress) -> None:
         """``ctx.progress`` in the worker (its ``on_progress``): the latest one is sent."""
+        if self.foreign():
+            return
         now = _monotonic()
         with self._sending:
             self._progress = progress
@@ -309,6 +323,8 @@ class ChildLink:
             self._arm()
 
     def report_paused(self, generation: int) -> None:
+        if self.foreign():
+            return
         with self._sending:
             frames = self._pending(_monotonic(), beat=True)
             if self.seq is not None:
@@ -316,6 +332,8 @@ class ChildLink:
             self._write(b"".join(frames))
 
     def flush(self, now: float) -> None:
+        if self.foreign():
+            return
         with self._sending:
             self._flush(now)
 
