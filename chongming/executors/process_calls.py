@@ -133,11 +133,15 @@ async def finish_despite_cancellation(awaitable: Awaitable[T]) -> T:
 
 
 def _kill_live_workers() -> None:
-    """Interpreter exit: SIGKILL the group of every worker nobody closed (idempotent)."""
+    """Interpreter exit: SIGKILL the group of every worker nobody closed.
+
+    Each once: the second hook to run finds none left, so it cannot signal a
+    pid that a fork server reaped meanwhile and the system gave to another.
+    """
     if os.getpid() != _OWNER:
         return
-    for pid in list(_LIVE):
-        signal_group(pid, signal.SIGKILL, alive=True)
+    while _LIVE:
+        signal_group(_LIVE.pop(), signal.SIGKILL, alive=True)
 
 
 def _forget_in_child() -> None:
