@@ -136,7 +136,7 @@ class ProcessExecutor(Executor):
         if self._closed:
             raise ExecutorClosed("the process executor is closed")
         name = self._name_of(fn)
-        pool = self._pool_for(asyncio.get_running_loop())
+        pool = self._pool_for()
         self._in_flight += 1
         try:
             worker = await pool.acquire()
@@ -153,7 +153,7 @@ class ProcessExecutor(Executor):
         is re-raised.
         """
         self._closed = True
-        pool = self._pool
+        pool = self._pool_of_this_loop()
         try:
             if self._in_flight:
                 self._drained = asyncio.Event()
@@ -172,8 +172,9 @@ class ProcessExecutor(Executor):
         its executor was terminated).
         """
         self._closed = True
-        if self._pool is not None:
-            await finish_despite_cancellation(self._pool.terminate())
+        pool = self._pool_of_this_loop()
+        if pool is not None:
+            await finish_despite_cancellation(pool.terminate())
 
     def statistics(self) -> PoolStatistics:
         """Workers alive, idle, started and exited so far (all zero before the first call)."""
@@ -224,18 +225,30 @@ class ProcessExecutor(Executor):
 
     # -- workers -----------------------------------------------------------------
 
-    def _pool_for(self, loop: asyncio.AbstractEventLoop) -> WorkerPool:
+    def _pool_of_this_loop(self) -> WorkerPool | None:
+        """The pool, if it serves the running loop; ``None`` if there is none.
+
+        A pool whose loop is closed can hear from its workers no more: they
+        are killed and reaped without it, and it is dropped. A pool whose
+        loop is open elsewhere is refused.
+        """
         pool = self._pool
-        if pool is not None and pool.loop is loop:
+        if pool is None or pool.loop is asyncio.get_running_loop():
             return pool
+        if not pool.loop.is_closed():
+            raise ConfigurationError(
+                "a ProcessExecutor serves the event loop it first ran on, and that loop "
+                "is still open; create one executor per event loop"
+            )
+        for worker in pool.workers:  # their loop is gone: end them without it
+            worker.discard()
+        self._pool = None
+        return None
+
+    def _pool_for(self) -> WorkerPool:
+        pool = self._pool_of_this_loop()
         if pool is not None:
-            if not pool.loop.is_closed():
-                raise ConfigurationError(
-                    "a ProcessExecutor serves the event loop it first ran on, and that loop "
-                    "is still open; create one executor per event loop"
-                )
-            for worker in pool.workers:  # their loop is gone: end them without it
-                worker.discard()
+            return pool
         if self.start_method == "forkserver":
             _preload_in_fork_server()
         self._pool = pool = WorkerPool(

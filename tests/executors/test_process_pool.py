@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -233,3 +234,22 @@ def test_it_runs_under_uvloop() -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         assert runner.run(main()) == 5
+
+
+@pytest.mark.parametrize("close", ["aclose", "terminate"])
+def test_an_executor_closed_after_its_loop_ends_its_workers(
+    close: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its loop is gone, so nothing hears the workers: they are killed and reaped without it."""
+    executor = ProcessExecutor(max_workers=1, start_method="forkserver")
+
+    async def use() -> object:
+        async with TaskRun(process_tasks.where, executor=executor) as run:
+            return (await run.wait(30)).value
+
+    worker = asyncio.run(use())
+    assert isinstance(worker, int)
+    asyncio.run(getattr(executor, close)())
+    assert not alive(worker)
+    assert executor.statistics().workers == 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
