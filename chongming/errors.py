@@ -358,21 +358,24 @@ class FencingError(BaseException):
 
 
 class NondeterminismError(ChongmingError):
-    """A durable task replayed its steps in an order other than the recorded one.
+    """A durable task called a recorded step before the step it was recorded after.
 
-    Inserting a new step is allowed; calling a recorded step before the one
-    recorded ahead of it is not (the code changed under a running task: give
-    it a new version).
+    Steps that finished in another order replay, and inserting a new step
+    is allowed; calling a recorded step before the one its flow called
+    ahead of it is not: the code changed under a running task (give it a
+    new version). Never retried: every attempt of this code would meet it.
     """
 
     def __init__(self, task_id: str, step: str, expected: str | None) -> None:
         self.task_id = task_id
         self.step = step
+        #: The step the record has ``step`` called after (not called yet here).
         self.expected = expected
-        ahead = "nothing" if expected is None else repr(expected)
+        ahead = "" if expected is None else f" before {expected!r}, the step it was recorded after"
         super().__init__(
-            f"task {task_id!r} replayed step {step!r} out of the recorded order "
-            f"(the record has {ahead} next); register the changed code as a new version"
+            f"task {task_id!r} called step {step!r}{ahead}: the recorded order does not "
+            "hold (the code changed under a running task); register the changed code as a "
+            "new version"
         )
 
 

@@ -7,18 +7,25 @@ either *replays* a recorded step — returns its stored result, or raises
 :class:`StepFailed` with its stored error, without calling ``fn`` — or runs
 ``fn`` and records what it gave, under the attempt's epoch.
 
-Matching is by ``(name, occurrence)``: the n-th call of a step name is its
-occurrence n. Recorded steps must come back in their recorded order (else
-:class:`NondeterminismError`, naming the step); a step the record does not
-have may be inserted anywhere. A step that was running when its worker died
-has no record, so it runs again: steps are at least once, and ``fn`` must be
-safe to repeat (or go through ``ctx.effect`` when that lands).
+Matching is by ``(name, occurrence)``: the n-th call of a step name in an
+attempt is its occurrence n, counted in the order the steps are *called*.
+Each step records the step its flow of code called just before it (a flow:
+one asyncio task; steps gathered at once each start one, from where their
+caller was), and a replay checks that this one was called already. So steps
+that finished in any order replay, a step the record does not have may be
+inserted anywhere (and replays afterwards like the rest), and a recorded
+step called before the one it followed raises :class:`NondeterminismError`
+(the code changed: never retried). A step that was running when its worker
+died has no record, so it runs again: steps are at least once, and ``fn``
+must be safe to repeat (or go through ``ctx.effect``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
+import dataclasses
 import functools
 import inspect
 import logging
@@ -30,12 +37,21 @@ from chongming.errors import (
     FactTimeout,
     FencingError,
     NondeterminismError,
+    PayloadError,
     StepFailed,
     StoreUnavailable,
     TaskCancelled,
 )
+from chongming.run.verdict import storable_text
 from chongming.stores.base import TaskStore
-from chongming.stores.durable import Commit, CommitFailed, StaleEpoch, StepRecord
+from chongming.stores.durable import (
+    FIRST_CALL,
+    Commit,
+    CommitFailed,
+    StaleEpoch,
+    StepKey,
+    StepRecord,
+)
 from chongming.task_api.journal import EffectInfo, ParkRequest
 
 __all__ = ["Journal", "JournalGate"]
@@ -57,19 +73,28 @@ _OUTAGE_BACKOFF = (0.05, 2.0)
 
 _log = logging.getLogger("chongming.control")
 
+#: The step the current flow of a task's code called last, and whose journal
+#: it is: each asyncio task (a step gathered with others) starts from the
+#: value its creator had, so steps run at once each follow what came before.
+_LAST_CALL: contextvars.ContextVar[tuple[Journal, StepKey] | None] = contextvars.ContextVar(
+    "chongming_last_step", default=None
+)
+
 
 class Journal:
     """One attempt's view of its task's steps. Loop thread only."""
 
     __slots__ = (
-        "_cursor",
+        "_called",
+        "_diverged",
         "_fenced_why",
-        "_order",
         "_recorded",
+        "_replayed",
         "_seen",
         "_store",
         "_sync",
         "epoch",
+        "park_after",
         "parkable",
         "task_id",
     )
@@ -88,50 +113,79 @@ class Journal:
         self.task_id = task_id
         self.epoch = epoch
         self._recorded = {(step.name, step.occurrence): step for step in recorded}
-        self._order = [(step.name, step.occurrence) for step in recorded]
-        self._cursor = 0
+        self._called: set[StepKey] = set()
+        self._replayed = 0
         self._seen: collections.Counter[str] = collections.Counter()
         self._fenced_why: str | None = None
+        self._diverged: NondeterminismError | None = None
         #: A worker's claimed run: a long sleep parks the task instead of holding the slot.
         self.parkable = False
+        #: A sleep or fact wait with this long (seconds) or more to go parks, if parkable.
+        self.park_after = PARK_AFTER
 
     @property
     def replaying(self) -> bool:
         """True while recorded steps remain to be replayed."""
-        return self._cursor < len(self._order)
+        return self._replayed < len(self._recorded)
 
     def check_fenced(self) -> None:
-        """Raise :class:`FencingError` again once this attempt was found replaced."""
+        """Raise :class:`FencingError` once this attempt was found replaced.
+
+        Also raises the :class:`NondeterminismError` this attempt met again:
+        once code and record disagree, nothing further of the record is used.
+        """
         if self._fenced_why is not None:
             raise FencingError(self.task_id, self.epoch, self._fenced_why)
+        if self._diverged is not None:
+            raise self._diverged
+
+    def _call_of(self, name: str) -> tuple[StepKey, StepKey, StepRecord | None]:
+        """This call of ``name``: its key, the step its flow called before, its record.
+
+        A recorded step whose recorded predecessor was not called yet in this
+        attempt came out of order: :class:`NondeterminismError`.
+        """
+        occurrence = self._seen[name]
+        self._seen[name] = occurrence + 1
+        key = (name, occurrence)
+        last = _LAST_CALL.get()
+        after = last[1] if last is not None and last[0] is self else FIRST_CALL
+        _LAST_CALL.set((self, key))
+        recorded = self._recorded.get(key)
+        if recorded is not None:
+            before = recorded.after
+            if before is not None and before != FIRST_CALL and before not in self._called:
+                self._diverged = NondeterminismError(self.task_id, _label(key), _label(before))
+                raise self._diverged
+            self._replayed += 1
+        self._called.add(key)
+        return key, after, recorded
 
     async def step(
         self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         self.check_fenced()
-        occurrence = self._seen[name]
-        self._seen[name] = occurrence + 1
-        key = (name, occurrence)
-        recorded = self._recorded.get(key)
+        (_, occurrence), after, recorded = self._call_of(name)
         if recorded is not None:
-            expected = self._order[self._cursor] if self.replaying else None
-            if expected != key:
-                raise NondeterminismError(self.task_id, _label(key) or name, _label(expected))
-            self._cursor += 1
             return _replay(recorded)
         try:
             value = await self._call(fn, args, kwargs)
         except (TaskCancelled, asyncio.CancelledError):
             raise  # a stop is not the step's outcome: nothing is recorded
         except Exception as error:
-            failure = {"type": type(error).__name__, "message": str(error)[:_MESSAGE]}
             stored = await self._record(
-                StepRecord(name=name, occurrence=occurrence, ok=False, value=failure)
+                StepRecord(
+                    name=name, occurrence=occurrence, ok=False, value=_failure(error), after=after
+                )
             )
             raise _replay_error(stored) from error
-        stored = await self._record(
-            StepRecord(name=name, occurrence=occurrence, ok=True, value=value)
-        )
+        step = StepRecord(name=name, occurrence=occurrence, ok=True, value=value, after=after)
+        try:
+            stored = await self._record(step)
+        except PayloadError as error:  # a result no store can keep: record that it failed
+            failed = dataclasses.replace(step, ok=False, value=_failure(error))
+            stored = await self._record(failed)
+            raise _replay_error(stored) from error
         return _replay(stored)
 
     async def wait_for_fact(
@@ -155,14 +209,8 @@ class Journal:
         key = f"fact:{name}"
         offset = await self._clock_offset()
         deadline = await self.step(f"{key}:deadline", _deadline, (timeout, offset), {})
-        occurrence = self._seen[key]
-        self._seen[key] = occurrence + 1
-        recorded = self._recorded.get((key, occurrence))
+        (_, occurrence), after, recorded = self._call_of(key)
         if recorded is not None:
-            expected = self._order[self._cursor] if self.replaying else None
-            if expected != (key, occurrence):
-                raise NondeterminismError(self.task_id, key, _label(expected))
-            self._cursor += 1
             return self._decided(recorded, name, timeout)
         waiting_since = SYSTEM_CLOCK.time() + offset
         while True:
@@ -175,7 +223,9 @@ class Journal:
             if value is None and deadline is not None and SYSTEM_CLOCK.time() + offset >= deadline:
                 value = {"timeout": True}
             if value is not None:
-                step = StepRecord(name=key, occurrence=occurrence, ok=True, value=value)
+                step = StepRecord(
+                    name=key, occurrence=occurrence, ok=True, value=value, after=after
+                )
                 return self._decided(await self._record(step), name, timeout)
             await beat()  # stop and pause take effect here; the heartbeat moves on
             now = SYSTEM_CLOCK.time() + offset  # the store's clock, as of this node
@@ -380,11 +430,27 @@ def _park_waiting(
     raise ParkRequest(wake if deadline is None else min(wake, deadline), fact=name)
 
 
-def _label(key: tuple[str, int] | None) -> str | None:
-    if key is None:
-        return None
+def _label(key: StepKey) -> str:
     name, occurrence = key
     return name if occurrence == 0 else f"{name}#{occurrence}"
+
+
+def _failure(error: BaseException) -> dict[str, str]:
+    """A step's error as recorded: type and message, in text every store can keep.
+
+    Messages are made by code we do not control (NUL, a lone surrogate of a
+    file name, a ``__str__`` that raises): escaped here, so the failure is
+    recorded and replayed instead of being refused by the store, which would
+    run the body again at every attempt.
+    """
+    try:
+        message = str(error)
+    except Exception as broken:
+        message = f"<str() of the error raised {type(broken).__name__}>"
+    return {
+        "type": storable_text(type(error).__name__)[:_MESSAGE],
+        "message": storable_text(message[:_MESSAGE]),
+    }
 
 
 def _replay(step: StepRecord) -> Any:
@@ -396,7 +462,7 @@ def _replay(step: StepRecord) -> Any:
 def _replay_error(step: StepRecord) -> StepFailed:
     value = step.value if isinstance(step.value, dict) else {}
     return StepFailed(
-        _label((step.name, step.occurrence)) or step.name,
+        _label((step.name, step.occurrence)),
         str(value.get("type", "Exception")),
         str(value.get("message", "")),
     )

@@ -11,7 +11,7 @@ import dataclasses
 import enum
 from typing import NamedTuple
 
-from chongming.errors import CheckpointMisuse, TaskCancelled
+from chongming.errors import CheckpointMisuse, NondeterminismError, TaskCancelled
 from chongming.executors.base import CarrierFailure, StopSemantics, ThreadBaseException
 from chongming.state.records import Failure, FailureKind, JsonValue
 
@@ -126,8 +126,11 @@ def judge(
         kind=FailureKind.EXCEPTION,
         message=_message(error),
         exception_type=exception_type,
-        # A carrier-killing BaseException or a misuse of the API will not get better.
-        retryable=not isinstance(error, ThreadBaseException | CheckpointMisuse),
+        # A carrier-killing BaseException, a misuse of the API or code that no
+        # longer matches its durable record will not get better.
+        retryable=not isinstance(
+            error, ThreadBaseException | CheckpointMisuse | NondeterminismError
+        ),
     )
     return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
 

@@ -9,7 +9,10 @@ attempt whose worker was judged dead, and that runs on anyway (a frozen
 process that thawed), cannot write over the attempt that replaced it.
 
 A *step* is memoised under ``(task, name, occurrence)``: written once, in
-the order given by ``seq``, with its JSON result or the error it raised.
+the order given by ``seq`` (the order steps *finished* in), with its JSON
+result or the error it raised, and ``after``: the step its flow of code
+called just before it (the order steps were *called* in), which replay
+checks instead of ``seq``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, json_form
 from chongming.stores.checks import check_text
 
 __all__ = [
+    "FIRST_CALL",
+    "MAX_NAME",
+    "MAX_RESUMES",
     "MAX_STEP_NAME",
     "Commit",
     "CommitFailed",
@@ -30,15 +36,27 @@ __all__ = [
     "EffectState",
     "Fact",
     "StaleEpoch",
+    "StepKey",
     "StepRecord",
     "check_begin",
     "check_effect",
     "check_fact",
+    "check_name",
     "check_step",
 ]
 
-#: Longest step name (characters).
-MAX_STEP_NAME = 200
+#: Longest name a task gives a step, a sleep or a fact (characters).
+MAX_NAME = 200
+#: Longest recorded step name: room for the runtime's own prefixes
+#: (``sleep:<name>``, ``fact:<name>:deadline``) around a name of :data:`MAX_NAME`.
+MAX_STEP_NAME = MAX_NAME + 20
+#: The most resumes a durable task may be given (what every store's integer column holds).
+MAX_RESUMES = 2**31 - 1
+
+#: A step as replay finds it: ``(name, occurrence)``.
+StepKey = tuple[str, int]
+#: ``StepRecord.after`` of a step its flow called before any other.
+FIRST_CALL: StepKey = ("", 0)
 
 
 class StaleEpoch(StoreError):
@@ -80,7 +98,13 @@ class DurableRun:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
-    """One memoised step. ``ok``: ``value`` is the result; else ``{"type", "message"}``."""
+    """One memoised step. ``ok``: ``value`` is the result; else ``{"type", "message"}``.
+
+    ``after``: the key of the step the same flow of the task's code called
+    just before this one (:data:`FIRST_CALL` if none), so a replay can check
+    the order steps were called in, whatever order they finished in. ``None``
+    in a step recorded before chongming kept it (schema 0009): not checked.
+    """
 
     name: str
     occurrence: int
@@ -88,6 +112,7 @@ class StepRecord:
     value: Any
     seq: int = 0  # given by the store when it records the step
     epoch: int = 0
+    after: StepKey | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,12 +171,23 @@ def _check_id(value: object, what: str) -> None:
     check_text(value, what)
 
 
-def _check_name(value: object, what: str, *, longest: int = MAX_STEP_NAME) -> None:
+def _check_name(value: object, what: str, *, longest: int = MAX_NAME) -> None:
     if not isinstance(value, str) or not value or len(value) > longest:
         raise PayloadError(what, f"must be a string of 1 to {longest} characters")
     check_text(value, what)
     if not value.isprintable():
         raise PayloadError(what, "must not contain control characters")
+
+
+def check_name(value: object, what: str, *, longest: int = MAX_NAME) -> str:
+    """A step, sleep, fact or operation name as every store keeps it (else :class:`PayloadError`).
+
+    Printable text of 1 to ``longest`` characters: the task context checks
+    its arguments with it before anything runs, the stores again on write.
+    """
+    _check_name(value, what, longest=longest)
+    assert isinstance(value, str)
+    return value
 
 
 def check_begin(task_id: object, owner: object, max_resumes: object) -> None:
@@ -160,8 +196,14 @@ def check_begin(task_id: object, owner: object, max_resumes: object) -> None:
         if not isinstance(text, str) or not text:
             raise PayloadError(what, "must be a non-empty string")
         check_text(text, what)
-    if isinstance(max_resumes, bool) or not isinstance(max_resumes, int) or max_resumes < 0:
-        raise PayloadError("max_resumes", f"must be an integer >= 0, got {max_resumes!r}")
+    if (
+        isinstance(max_resumes, bool)
+        or not isinstance(max_resumes, int)
+        or not 0 <= max_resumes <= MAX_RESUMES
+    ):
+        raise PayloadError(
+            "max_resumes", f"must be an integer from 0 to 2**31 - 1, got {max_resumes!r}"
+        )
 
 
 def check_step(task_id: object, epoch: object, step: object, limit: int | None) -> StepRecord:
@@ -174,15 +216,30 @@ def check_step(task_id: object, epoch: object, step: object, limit: int | None) 
     if not isinstance(step, StepRecord):
         raise PayloadError("step", f"must be a StepRecord, got {type(step).__name__}")
     name = step.name
-    if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME:
-        raise PayloadError("step name", f"must be a string of 1 to {MAX_STEP_NAME} characters")
-    check_text(name, "step name")
-    if not name.isprintable():
-        raise PayloadError("step name", "must not contain control characters")
-    occurrence = step.occurrence
-    if isinstance(occurrence, bool) or not isinstance(occurrence, int) or occurrence < 0:
-        raise PayloadError("step occurrence", f"must be an integer >= 0, got {occurrence!r}")
+    _check_name(name, "step name", longest=MAX_STEP_NAME)
+    _check_occurrence(step.occurrence, "step occurrence")
+    after = _checked_after(step.after)
     value = json_form(
         step.value, f"the result of step {name!r}", limit or DEFAULT_MAX_PAYLOAD_BYTES
     )
-    return dataclasses.replace(step, value=value, epoch=epoch, ok=bool(step.ok))
+    return dataclasses.replace(step, value=value, epoch=epoch, ok=bool(step.ok), after=after)
+
+
+def _check_occurrence(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RESUMES:
+        raise PayloadError(what, f"must be an integer from 0 to 2**31 - 1, got {value!r}")
+
+
+def _checked_after(after: object) -> StepKey | None:
+    """``None``, :data:`FIRST_CALL`, or the key of a step (a pair, a list of two too)."""
+    if after is None:
+        return None
+    if not isinstance(after, tuple | list) or len(after) != 2:
+        raise PayloadError("step after", f"must be a (name, occurrence) pair, got {after!r}")
+    name, occurrence = after
+    key = (name, occurrence)
+    if key == FIRST_CALL and isinstance(occurrence, int) and not isinstance(occurrence, bool):
+        return FIRST_CALL
+    _check_name(name, "step after", longest=MAX_STEP_NAME)
+    _check_occurrence(occurrence, "step after occurrence")
+    return key

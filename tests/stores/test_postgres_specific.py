@@ -108,7 +108,7 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
     for column in ("args", "kwargs", "result", "progress", "failure"):
         assert kinds[column] == "jsonb", column
     assert kinds["created_at"] == "timestamp with time zone"
-    assert version == 8
+    assert version == 9
 
 
 async def test_concurrent_first_connects_all_succeed(factory: PgStoreFactory) -> None:

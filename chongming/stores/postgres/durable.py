@@ -12,6 +12,7 @@ answered as stored.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Collection
@@ -42,7 +43,7 @@ __all__ = ["DurableMethods", "DurableOnPostgres"]
 Runner = Callable[[str, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 
 _CARRIERS = [status.value for status in CARRIER_STATUSES]
-_COLUMNS = "name, occurrence, ok, value::text AS value, seq, epoch"
+_COLUMNS = "name, occurrence, ok, value::text AS value, seq, epoch, after_name, after_occurrence"
 
 
 def _step(row: Any) -> StepRecord:
@@ -53,6 +54,7 @@ def _step(row: Any) -> StepRecord:
         value=json.loads(row["value"]),
         seq=row["seq"],
         epoch=row["epoch"],
+        after=None if row["after_name"] is None else (row["after_name"], row["after_occurrence"]),
     )
 
 
@@ -108,8 +110,10 @@ class DurableOnPostgres:
             f" JOIN {schema}.tasks t ON t.task_id = r.task_id WHERE r.task_id = $1"
             " FOR UPDATE OF r FOR SHARE OF t),"
             " inserted AS ("
-            f"INSERT INTO {schema}.durable_steps (task_id, name, occurrence, seq, ok, value, epoch)"
-            " SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, $4, $5::jsonb, $6"
+            f"INSERT INTO {schema}.durable_steps (task_id, name, occurrence, seq, ok, value, epoch,"
+            " after_name, after_occurrence)"
+            " SELECT $1, $2, $3, coalesce(max(seq), 0) + 1, $4, $5::jsonb, $6,"
+            " $8::text, $9::integer"
             f" FROM {schema}.durable_steps WHERE task_id = $1"
             " HAVING EXISTS (SELECT 1 FROM fence WHERE epoch = $6 AND status = ANY($7::text[]))"
             " ON CONFLICT DO NOTHING RETURNING seq)"
@@ -246,21 +250,25 @@ class DurableOnPostgres:
         checked = check_step(task_id, epoch, step, self._limit)
         value = json.dumps(checked.value, ensure_ascii=False, separators=(",", ":"))
 
-        args = (task_id, checked.name, checked.occurrence, checked.ok, value, epoch, _CARRIERS)
+        after_name, after_occurrence = (None, None) if checked.after is None else checked.after
+        args = (
+            task_id,
+            checked.name,
+            checked.occurrence,
+            checked.ok,
+            value,
+            epoch,
+            _CARRIERS,
+            after_name,
+            after_occurrence,
+        )
 
         async def record(conn: Any) -> StepRecord:
             for _ in range(_SEQ_RACES):
                 row = await conn.fetchrow(self._record, *args)
                 _check_fence(task_id, epoch, row["epoch"], row["status"])
                 if row["seq"] is not None:
-                    return StepRecord(
-                        name=checked.name,
-                        occurrence=checked.occurrence,
-                        ok=checked.ok,
-                        value=checked.value,
-                        seq=row["seq"],
-                        epoch=epoch,
-                    )
+                    return dataclasses.replace(checked, seq=row["seq"], epoch=epoch)
                 found = await conn.fetchrow(self._find, task_id, checked.name, checked.occurrence)
                 if found is not None:
                     return _step(found)  # recorded already: the first record wins

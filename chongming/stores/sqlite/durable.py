@@ -7,6 +7,7 @@ and the insert of the step are one step no other process can come between.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import sqlite3
@@ -42,7 +43,7 @@ ACTIONS = frozenset(
 
 _ATTEMPT_MAY_START = ("starting", "running")
 _CARRIERS = tuple(sorted(status.value for status in CARRIER_STATUSES))
-_STEP_COLUMNS = "name, occurrence, ok, value, seq, epoch"
+_STEP_COLUMNS = "name, occurrence, ok, value, seq, epoch, after_name, after_occurrence"
 _SELECT_STEPS = f"SELECT {_STEP_COLUMNS} FROM durable_steps WHERE task_id = ? ORDER BY seq"
 _SELECT_RUNS = (
     "SELECT task_id, epoch, max_resumes FROM durable_runs"
@@ -58,6 +59,7 @@ def _step_from_row(row: Sequence[Any]) -> StepRecord:
         value=json.loads(row[3]),
         seq=row[4],
         epoch=row[5],
+        after=None if row[6] is None else (row[6], row[7]),
     )
 
 
@@ -236,19 +238,24 @@ def _record(
     (seq,) = conn.execute(
         "SELECT coalesce(max(seq), 0) + 1 FROM durable_steps WHERE task_id = ?", (task_id,)
     ).fetchone()
+    after_name, after_occurrence = (None, None) if step.after is None else step.after
     conn.execute(
-        "INSERT INTO durable_steps (task_id, name, occurrence, seq, ok, value, epoch, recorded_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (task_id, step.name, step.occurrence, seq, int(step.ok), dump(step.value), epoch, now),
+        "INSERT INTO durable_steps (task_id, name, occurrence, seq, ok, value, epoch, recorded_at,"
+        " after_name, after_occurrence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            task_id,
+            step.name,
+            step.occurrence,
+            seq,
+            int(step.ok),
+            dump(step.value),
+            epoch,
+            now,
+            after_name,
+            after_occurrence,
+        ),
     )
-    return StepRecord(
-        name=step.name,
-        occurrence=step.occurrence,
-        ok=step.ok,
-        value=step.value,
-        seq=seq,
-        epoch=epoch,
-    )
+    return dataclasses.replace(step, seq=seq, epoch=epoch)
 
 
 class _WriterPort:

@@ -13,7 +13,15 @@ from chongming.errors import FactConflict, PayloadError, TaskNotFound
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
-from chongming.stores.durable import CommitFailed, DurableRun, Fact, StaleEpoch, StepRecord
+from chongming.stores.durable import (
+    FIRST_CALL,
+    MAX_RESUMES,
+    CommitFailed,
+    DurableRun,
+    Fact,
+    StaleEpoch,
+    StepRecord,
+)
 from chongming.testing.store_contract._support import (
     HOSTILE_STRINGS,
     ContractBase,
@@ -105,6 +113,38 @@ class DurableContract(ContractBase):
             await _raises(StaleEpoch, store.record_step("d-1", new, _step("fetch", 1)))
             await _raises(StaleEpoch, store.record_step("ghost", 1, _step("fetch", 1)))
             assert await store.steps("d-1") == []
+
+    async def test_each_step_keeps_the_step_it_was_called_after(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            epoch = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            calls = [
+                StepRecord(name="b", occurrence=0, ok=True, value=2, after=FIRST_CALL),
+                StepRecord(name="a", occurrence=0, ok=True, value=1, after=FIRST_CALL),
+                StepRecord(name="c", occurrence=3, ok=True, value=3, after=("a", 0)),
+                StepRecord(name="old", occurrence=0, ok=True, value=4),  # before 0009: None
+                StepRecord(name="d", occurrence=0, ok=True, value=5, after=["c", 3]),  # type: ignore[arg-type]
+            ]
+            answers = [await store.record_step("d-1", epoch, step) for step in calls]
+            expected = [FIRST_CALL, FIRST_CALL, ("a", 0), None, ("c", 3)]
+            assert [answer.after for answer in answers] == expected
+            assert [step.after for step in await store.steps("d-1")] == expected
+            for bad in (("", 1), ("a",), ("a", -1), ("a\x00", 0), ("a", True), "a", ("x" * 500, 0)):
+                step = StepRecord(name="e", occurrence=0, ok=True, value=1, after=bad)  # type: ignore[arg-type]
+                await _raises(PayloadError, store.record_step("d-1", epoch, step))
+            assert len(await store.steps("d-1")) == len(calls)
+
+    async def test_max_resumes_beyond_what_every_store_holds_is_refused(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            for bad in (MAX_RESUMES + 1, 2**63):
+                await _raises(
+                    PayloadError, store.begin_durable_attempt("d-1", "node-a", max_resumes=bad)
+                )
+            assert await store.durable_runs(["d-1"]) == {}
+            assert await store.begin_durable_attempt("d-1", "node-a", max_resumes=MAX_RESUMES) == 1
+            (run,) = (await store.durable_runs(["d-1"])).values()
+            assert run.max_resumes == MAX_RESUMES
 
     async def test_racing_records_of_one_step_all_answer_the_stored_one(self) -> None:
         async with self._store() as store:
