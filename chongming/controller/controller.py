@@ -77,12 +77,13 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind, TaskStore
 from chongming.task_api.registry import TaskRegistry
-from chongming.task_api.spec import ExecutorChoice, TaskSpec
+from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, durable_needs_store
 
 __all__ = ["Controller"]
 
 _log = logging.getLogger("chongming.controller")
 _SUBMITS_PER_YIELD = 16
+_NO_STORE = "this controller"
 #: How long close() keeps writing pending transitions to the store.
 _FLUSH_ON_CLOSE = 10.0
 _S = TaskStatus
@@ -345,6 +346,11 @@ class Controller(PlaneCalls):
         resumed on another (at most ``max_resumes`` times); see docs/durable.md.
         """
         self._check_not_closed()
+        base = getattr(fn, SPEC_ATTRIBUTE, None)
+        if self._plane is None and (
+            getattr(base, "durable", False) if durable is None else durable
+        ):
+            raise durable_needs_store(name, _NO_STORE)
         return self.registry.register(
             name,
             fn,
@@ -388,6 +394,8 @@ class Controller(PlaneCalls):
         if self._phase != _Phase.OPEN:
             await self._open()
         spec = self.registry.get(name)
+        if spec.durable and self._plane is None:
+            raise durable_needs_store(spec.name, _NO_STORE)
         if task_id is not None and check_task_id(task_id) in self._host:
             raise DuplicateTask(task_id)
         bucket = self._bucket_for(bucket_key)
@@ -560,6 +568,8 @@ class Controller(PlaneCalls):
         task_id: str,
         label: str,
     ) -> TaskRun:
+        if spec.durable and self._plane is None:
+            raise durable_needs_store(spec.name, _NO_STORE)
         return TaskRun(
             spec,
             args,

@@ -12,6 +12,7 @@ from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun
+from chongming.task_api.spec import TaskSpec, durable_needs_store, spec_for
 
 __all__ = ["run_task"]
 
@@ -34,6 +35,9 @@ async def run_task(
     Cancellation: cancelling the caller stops the task (cooperatively, then
     as its carrier allows) before the cancellation propagates.
     """
+    spec = fn if isinstance(fn, TaskSpec) else spec_for(fn)
+    if spec.durable:
+        raise durable_needs_store(spec.name, "run_task")
     async with TaskRun(
         fn,
         args,

@@ -16,7 +16,8 @@ from typing import Any
 from chongming.errors import CheckpointMisuse, ConfigurationError, PayloadError, TaskCancelled
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
-from chongming.task_api.journal import StepJournal
+from chongming.stores.durable import MAX_NAME, check_name
+from chongming.task_api.journal import MAX_WAIT, StepJournal
 from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 __all__ = ["Checkpoint", "TaskContext"]
@@ -124,11 +125,13 @@ class TaskContext:
                 "on a controller with a store"
             )
         journal.check_fenced()
-        if isinstance(name, str) and name.startswith(_RESERVED_STEPS):
+        _check_name_arg("ctx.step", "step name", name)
+        if name.startswith(_RESERVED_STEPS):
             raise ConfigurationError(
                 f"step name {name!r}: names starting with 'fact:' or 'sleep:' are the "
                 "runtime's own (wait_for_fact and sleep record under them)"
             )
+        _check_callable("ctx.step", "fn", fn)
         if self._signals.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
         return await journal.step(name, fn, args, kwargs)
@@ -162,6 +165,10 @@ class TaskContext:
                 "on a controller with a store"
             )
         journal.check_fenced()
+        _check_name_arg("ctx.effect", "op_key", op_key, longest=1000)
+        _check_callable("ctx.effect", "fn", fn)
+        if commit is not None:
+            _check_callable("ctx.effect", "commit", commit)
         if self._signals.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
         return await journal.effect(op_key, fn, args, kwargs, commit)
@@ -182,9 +189,10 @@ class TaskContext:
                 f"ctx.sleep() needs a durable task: register {self.name!r} with durable=True "
                 "on a controller with a store (a plain task can await asyncio.sleep)"
             )
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
-            raise ConfigurationError(f"seconds must be a number >= 0, got {seconds!r}")
-        await journal.sleep(name, float(seconds), beat=self._checkpoint_on_loop)
+        journal.check_fenced()
+        _check_name_arg("ctx.sleep", "sleep name", name)
+        seconds = _check_seconds("ctx.sleep", "seconds", seconds, zero=True)
+        await journal.sleep(name, seconds, beat=self._checkpoint_on_loop)
 
     async def wait_for_fact(
         self,
@@ -215,21 +223,18 @@ class TaskContext:
                 f"ctx.wait_for_fact() needs a durable task: register {self.name!r} with "
                 "durable=True on a controller with a store"
             )
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
-        ):
-            raise ConfigurationError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        if (
-            isinstance(poll_interval, bool)
-            or not isinstance(poll_interval, int | float)
-            or not (poll_interval > 0)
-        ):
-            raise ConfigurationError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+        journal.check_fenced()
+        what = "ctx.wait_for_fact"
+        _check_name_arg(what, "fact name", name)
+        seconds = None if timeout is None else _check_seconds(what, "timeout", timeout, zero=True)
+        interval = _check_seconds(what, "poll_interval", poll_interval, zero=False)
+        if check is not None:
+            _check_callable(what, "check", check)
         return await journal.wait_for_fact(
             name,
-            timeout=None if timeout is None else float(timeout),
+            timeout=seconds,
             check=check,
-            poll_interval=float(poll_interval),
+            poll_interval=interval,
             beat=self._checkpoint_on_loop,
         )
 
@@ -401,6 +406,43 @@ def _safe_name(task_id: str) -> str:
         return cleaned
     digest = hashlib.blake2b(task_id.encode(), digest_size=6).hexdigest()
     return f"{cleaned}-{digest}"
+
+
+def _check_name_arg(call: str, what: str, value: object, *, longest: int = MAX_NAME) -> None:
+    """A durable name argument, refused before anything runs or is recorded."""
+    try:
+        check_name(value, what, longest=longest)
+    except PayloadError as error:
+        raise ConfigurationError(f"{call}(): {what} {value!r}: {error.reason}") from None
+
+
+def _check_callable(call: str, what: str, value: object) -> None:
+    if not callable(value):
+        raise ConfigurationError(
+            f"{call}(): {what} must be a function or coroutine function, got {value!r}"
+        )
+
+
+def _check_seconds(call: str, what: str, value: object, *, zero: bool) -> float:
+    """A finite number of seconds: >= 0 (``zero``) or > 0, and at most :data:`MAX_WAIT`."""
+    low = ">= 0" if zero else "> 0"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{call}(): {what} must be a number {low}, got {value!r}")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = math.inf
+    if not (seconds >= 0 if zero else seconds > 0):
+        raise ConfigurationError(f"{call}(): {what} must be a number {low}, got {value!r}")
+    if not seconds <= MAX_WAIT:
+        hint = (
+            " (wait_for_fact: timeout=None waits without a deadline)" if what == "timeout" else ""
+        )
+        raise ConfigurationError(
+            f"{call}(): {what} must be at most {MAX_WAIT:.0f} seconds (100 years), "
+            f"got {value!r}{hint}"
+        )
+    return seconds
 
 
 def _check_number(what: str, value: object) -> None:

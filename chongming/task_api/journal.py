@@ -6,7 +6,11 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-__all__ = ["EffectInfo", "ParkRequest", "StepJournal"]
+__all__ = ["MAX_WAIT", "EffectInfo", "ParkRequest", "StepJournal"]
+
+#: The longest durable sleep, fact timeout or poll interval (seconds): 100 years.
+#: Longer is no deadline a store can keep well; a wait without one is ``timeout=None``.
+MAX_WAIT = 100 * 365.25 * 86400
 
 
 class ParkRequest(BaseException):

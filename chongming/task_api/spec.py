@@ -12,8 +12,16 @@ from chongming.errors import ConfigurationError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.state.payload import valid_version
+from chongming.stores.durable import MAX_RESUMES
 
-__all__ = ["SPEC_ATTRIBUTE", "ExecutorChoice", "TaskSpec", "spec_for", "task"]
+__all__ = [
+    "SPEC_ATTRIBUTE",
+    "ExecutorChoice",
+    "TaskSpec",
+    "durable_needs_store",
+    "spec_for",
+    "task",
+]
 
 SPEC_ATTRIBUTE = "__chongming_task__"
 
@@ -133,9 +141,29 @@ def _check_durable(durable: object, max_resumes: object, is_coroutine: bool) -> 
         return DEFAULT_MAX_RESUMES
     if not durable:
         raise ConfigurationError("max_resumes applies to durable tasks only (durable=True)")
-    if isinstance(max_resumes, bool) or not isinstance(max_resumes, int) or max_resumes < 0:
-        raise ConfigurationError(f"max_resumes must be an int >= 0, got {max_resumes!r}")
+    if (
+        isinstance(max_resumes, bool)
+        or not isinstance(max_resumes, int)
+        or not 0 <= max_resumes <= MAX_RESUMES
+    ):
+        raise ConfigurationError(
+            f"max_resumes must be an int from 0 to 2**31 - 1 (what every store holds), "
+            f"got {max_resumes!r}"
+        )
     return max_resumes
+
+
+def durable_needs_store(name: str, where: str) -> ConfigurationError:
+    """The error for durable task ``name`` registered or run ``where`` no store is.
+
+    Its steps, sleeps and facts live in the store: without one it would be
+    accepted and then fail at its first step.
+    """
+    return ConfigurationError(
+        f"task {name!r} is durable (its steps are kept in a store) and {where} has no "
+        "store: give it one (Controller(store='tasks.db') or a postgresql:// DSN), or "
+        "register the task without durable=True"
+    )
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
