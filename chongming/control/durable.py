@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
 from chongming.errors import (
+    ConfigurationError,
     FactTimeout,
     FencingError,
     NondeterminismError,
@@ -54,14 +55,14 @@ from chongming.stores.durable import (
 )
 from chongming.task_api.journal import EffectInfo, ParkRequest
 
-__all__ = ["Journal", "JournalGate"]
+__all__ = ["PARK_AFTER", "Journal", "JournalGate", "check_park_threshold"]
 
 _T = TypeVar("_T")
 #: Runs a plain function on a worker thread: ``await run_sync(fn, args, kwargs)``.
 RunSync = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
 
-#: A durable sleep this long or longer parks the task (off its slot) on a worker;
-#: so does a wait for a fact unanswered this long, with at least this long left.
+#: The default park threshold (``Controller(park_threshold=...)``): on a worker, a
+#: durable sleep or fact wait with this long (seconds) or more to go parks the task.
 PARK_AFTER = 5.0
 #: A task parked waiting for a fact is claimed again after this long at most, to
 #: look once more: a safety net under the wake that sending the fact causes.
@@ -94,7 +95,7 @@ class Journal:
         "_store",
         "_sync",
         "epoch",
-        "park_after",
+        "park_threshold",
         "parkable",
         "task_id",
     )
@@ -121,7 +122,7 @@ class Journal:
         #: A worker's claimed run: a long sleep parks the task instead of holding the slot.
         self.parkable = False
         #: A sleep or fact wait with this long (seconds) or more to go parks, if parkable.
-        self.park_after = PARK_AFTER
+        self.park_threshold = PARK_AFTER
 
     @property
     def replaying(self) -> bool:
@@ -212,7 +213,6 @@ class Journal:
         (_, occurrence), after, recorded = self._call_of(key)
         if recorded is not None:
             return self._decided(recorded, name, timeout)
-        waiting_since = SYSTEM_CLOCK.time() + offset
         while True:
             found = await _through_outages(lambda: self._store.get_fact(self.task_id, name))
             value: Any = None if found is None else {"fact": found.payload}
@@ -230,7 +230,7 @@ class Journal:
             await beat()  # stop and pause take effect here; the heartbeat moves on
             now = SYSTEM_CLOCK.time() + offset  # the store's clock, as of this node
             if self.parkable:
-                _park_waiting(name, now, deadline, waiting_since, check, poll_interval)
+                _park_waiting(name, now, deadline, check, poll_interval, self.park_threshold)
             wait = poll_interval
             if deadline is not None:
                 wait = max(0.0, min(wait, deadline - now))
@@ -247,7 +247,7 @@ class Journal:
         self.check_fenced()
         offset = await self._clock_offset()
         wake = await self.step(f"sleep:{name}", _deadline, (seconds, offset), {})
-        if self.parkable and wake - (SYSTEM_CLOCK.time() + offset) >= PARK_AFTER:
+        if self.parkable and wake - (SYSTEM_CLOCK.time() + offset) >= self.park_threshold:
             raise ParkRequest(wake)  # the attempt ends; the task is claimable again at ``wake``
         while (left := wake - (SYSTEM_CLOCK.time() + offset)) > 0:
             await beat()  # stop and pause take effect while it sleeps
@@ -331,6 +331,7 @@ class JournalGate:
         "_durable",
         "_max_resumes",
         "_owner",
+        "_park_threshold",
         "_parkable",
         "_run_sync",
         "_store",
@@ -347,9 +348,11 @@ class JournalGate:
         max_resumes: int,
         durable: Callable[[], Awaitable[bool]] | None,
         parkable: bool = False,
+        park_threshold: float = PARK_AFTER,
         run_sync: RunSync | None = None,
     ) -> None:
         self._parkable = parkable
+        self._park_threshold = park_threshold
         self._run_sync = run_sync
         self._store = store
         self._task_id = task_id
@@ -373,6 +376,7 @@ class JournalGate:
         recorded = await _through_outages(lambda: store.steps(task_id))
         self.journal = Journal(store, task_id, epoch, recorded, run_sync=self._run_sync)
         self.journal.parkable = self._parkable
+        self.journal.park_threshold = self._park_threshold
         return True
 
 
@@ -407,27 +411,39 @@ def _park_waiting(
     name: str,
     now: float,
     deadline: float | None,
-    since: float,
     check: Callable[[], Any] | None,
     poll_interval: float,
+    threshold: float,
 ) -> None:
-    """Raise :class:`ParkRequest` once a wait is long enough to give the slot back.
+    """Raise :class:`ParkRequest` when an unanswered wait has ``threshold`` or more to go.
 
-    Parked, the task waits in the queue until the deadline, the fact (the
-    store wakes it when the fact is sent), or :data:`FACT_RECHECK`. A
-    ``check`` is the caller's own poll: it parks only between polls at
-    least :data:`PARK_AFTER` apart, until the next poll. Times are the
-    store's clock.
+    At the first look that did not find the fact: holding the slot while
+    waiting for a fact another task sends (a child) is what starves that
+    task of the slot. Parked, the task waits in the queue until the
+    deadline, the fact (the store wakes it when the fact is sent), or
+    :data:`FACT_RECHECK`. A ``check`` is the caller's own poll: it parks
+    only between polls at least ``threshold`` apart, until the next poll.
+    Times are the store's clock.
     """
-    if now - since < PARK_AFTER or (deadline is not None and deadline - now < PARK_AFTER):
+    if deadline is not None and deadline - now < threshold:
         return
     if check is not None:
-        if poll_interval < PARK_AFTER:
+        if poll_interval < threshold:
             return
         wake = now + poll_interval
     else:
         wake = now + FACT_RECHECK
     raise ParkRequest(wake if deadline is None else min(wake, deadline), fact=name)
+
+
+def check_park_threshold(value: object) -> float:
+    """Seconds >= 0 (``math.inf``: never park), or :class:`ConfigurationError`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigurationError(
+            "Controller.park_threshold must be a number of seconds >= 0 "
+            f"(math.inf: never park), got {value!r}"
+        )
+    return float(value)
 
 
 def _label(key: StepKey) -> str:

@@ -23,6 +23,7 @@ import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.apply import apply_command, send_command
+from chongming.control.durable import PARK_AFTER, check_park_threshold
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
@@ -130,6 +131,7 @@ class Controller(PlaneCalls):
         reconcile_interval: float | None = None,
         work: bool = False,
         observers: Iterable[Observer] | None = None,
+        park_threshold: float = PARK_AFTER,
     ) -> None:
         self.limits = AdmissionLimits(
             max_parallel=max_parallel,
@@ -174,6 +176,7 @@ class Controller(PlaneCalls):
             keep_finished=keep_finished,
             leased=self.cluster_limits,
         )
+        self._host.park_threshold = check_park_threshold(park_threshold)
         self._owns_store = store is not None and not isinstance(store, TaskStore)
         self._plane: ControlPlane | None = None
         if store is not None:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
-from chongming.control.durable import JournalGate
+from chongming.control.durable import PARK_AFTER, JournalGate
 from chongming.control.plane import ControlPlane
 from chongming.controller.observers import Observers
 from chongming.errors import DuplicateTask, StoreError
@@ -54,6 +54,7 @@ class ControllerHost:
         "observer",
         "on_demand",
         "on_finished",
+        "park_threshold",
         "parking",
     )
 
@@ -86,6 +87,8 @@ class ControllerHost:
         self.on_finished: Callable[[], None] | None = None
         #: True on a worker: a claimed durable task may park (a long sleep) and be let go.
         self.parking = False
+        #: A durable sleep or fact wait with this long (seconds) or more to go parks.
+        self.park_threshold = PARK_AFTER
         #: Called with a run's tags when it queues or leaves a slot (cluster slots rebalance).
         self.on_demand: Callable[[Collection[str]], None] | None = None
         #: Metrics, traces (controller/observers.py): sees every run, transition and attempt.
@@ -230,6 +233,7 @@ class ControllerHost:
                 max_resumes=spec.max_resumes,
                 durable=lambda: writer.durable(run, version),
                 parkable=self.parking and getattr(run, "adopted", None) is not None,
+                park_threshold=self.park_threshold,
                 run_sync=self._run_sync_step,
             )
         return lambda: writer.durable(run, version)

@@ -12,10 +12,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from chongming import Controller, TaskContext, TaskStatus
-from chongming.control import durable
 from chongming.errors import FactTimeout
 from chongming.state.triggers import Trigger
 from chongming.stores.memory import InMemoryTaskStore
@@ -41,14 +38,18 @@ async def waits(ctx: TaskContext) -> str:
     return "fact"
 
 
-async def test_a_parked_sleep_wakes_once_by_the_store_clock_when_it_runs_ahead(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(durable, "PARK_AFTER", 0.2)  # the one-second sleep parks
+async def test_a_parked_sleep_wakes_once_by_the_store_clock_when_it_runs_ahead() -> None:
     store = InMemoryTaskStore(clock=_ahead)
     async with Controller(store=store, owner="client") as client:
         queued = await client.enqueue("nap", task_id="n-1")
-        worker = Controller(store=store, owner="w-1", work=True, poll_interval=0.02, windows=FAST)
+        worker = Controller(
+            store=store,
+            owner="w-1",
+            work=True,
+            poll_interval=0.02,
+            windows=FAST,
+            park_threshold=0.2,  # the one-second sleep parks
+        )
         worker.register("nap", nap, durable=True)
         worker.register("waits", waits, durable=True)
         async with worker:

@@ -1,8 +1,8 @@
 """A long wait for a fact parks the task off its slot; sending the fact wakes it.
 
-``PARK_AFTER`` is lowered for these tests (the journal reads it at each
-wait): a wait unanswered that long parks, as a 5-second one does in
-production. On SQLite and on PostgreSQL (where the wake also notifies the
+The workers' ``park_threshold`` is lowered for these tests: a wait with that
+long or more to go parks at its first look that finds no fact, as a wait of
+5 seconds or more does by default. On SQLite and on PostgreSQL (where the wake also notifies the
 workers' queue channel).
 """
 
@@ -26,12 +26,7 @@ from tests.control.both_stores import StoreMaker, stores, where
 
 __all__ = ["stores", "where"]  # fixtures
 
-PARK_AFTER = 0.3
-
-
-@pytest.fixture(autouse=True)
-def _quick_parking(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(durable, "PARK_AFTER", PARK_AFTER)
+PARK_THRESHOLD = 0.3
 
 
 @pytest.fixture(autouse=True)
@@ -54,6 +49,7 @@ async def waits(ctx: Any, timeout: float | None = None) -> Any:
 
 
 def _worker(where: object, **options: Any) -> Controller:
+    options.setdefault("park_threshold", PARK_THRESHOLD)
     worker = Controller(
         store=_store(where), owner="w-1", work=True, poll_interval=0.05, windows=FAST, **options
     )
@@ -123,10 +119,9 @@ async def test_a_fact_sent_while_the_task_is_being_parked_still_wakes_it(
     nothing is woken by it; the parking node's own wake, once the park is
     durable, must find the fact, or the task would sleep for an hour.
     """
-    monkeypatch.setattr(durable, "PARK_AFTER", 0.0)  # the first look without it parks
     async with Controller(store=_store(where), owner="client") as client:
         queued = await client.enqueue("waits", task_id="r-1")
-        worker = _worker(where)
+        worker = _worker(where, park_threshold=0.0)  # the first look without it parks
         store = worker.store
         assert store is not None
         look = store.get_fact
@@ -147,3 +142,43 @@ async def test_a_fact_sent_while_the_task_is_being_parked_still_wakes_it(
     assert final.status is TaskStatus.SUCCEEDED
     assert final.result == "raced"
     assert any(t.trigger == Trigger.PARKED for t in history)
+
+
+CLIENT: list[Controller] = []
+
+
+async def parent(ctx: Any) -> Any:
+    return await ctx.wait_for_fact("child-done", timeout=600, poll_interval=0.05)
+
+
+async def child(ctx: Any, parent_id: str) -> None:
+    await CLIENT[0].signal(parent_id, "child-done", {"from": ctx.task_id})
+
+
+async def test_parents_waiting_for_their_children_give_their_slots_back_at_once(
+    where: object,
+) -> None:
+    """The starvation trap: parents claimed first (older) and holding every slot while they
+    wait would keep their children from running. With the default threshold a wait with
+    5 s or more to go parks at its first look that finds no fact."""
+    parents = [f"parent-{n}" for n in range(6)]
+    async with Controller(store=_store(where), owner="client") as client:
+        CLIENT[:] = [client]
+        queued = [await client.enqueue("parent", task_id=task_id) for task_id in parents]
+        for task_id in parents:
+            await client.enqueue("child", task_id, task_id=f"child-of-{task_id}")
+        worker = Controller(
+            store=_store(where), owner="w-1", work=True, poll_interval=0.05, windows=FAST,
+            max_parallel=2,
+        )  # fmt: skip
+        worker.register("parent", parent, durable=True)
+        worker.register("child", child)
+        async with worker:
+            finals = [await q.wait(timeout=60) for q in queued]
+        histories = [await client.history(task_id) for task_id in parents]
+    assert [f.result for f in finals] == [{"from": f"child-of-{p}"} for p in parents]
+    for history in histories:
+        running = next(t for t in history if t.to_status is TaskStatus.RUNNING)
+        parked = next(t for t in history if t.trigger == Trigger.SLEEPING)
+        held = (parked.at - running.at).total_seconds()
+        assert held < durable.PARK_AFTER / 2, held  # not the threshold's 5 s in the slot
