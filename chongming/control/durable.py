@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -425,7 +426,7 @@ def _park_waiting(
     only between polls at least ``threshold`` apart, until the next poll.
     Times are the store's clock.
     """
-    if deadline is not None and deadline - now < threshold:
+    if threshold == math.inf or (deadline is not None and deadline - now < threshold):
         return
     if check is not None:
         if poll_interval < threshold:

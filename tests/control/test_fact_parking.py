@@ -9,6 +9,7 @@ workers' queue channel).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from chongming import Controller, TaskStatus
 from chongming.control import durable
-from chongming.errors import FactTimeout
+from chongming.errors import ConfigurationError, FactTimeout
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import Fact
@@ -182,3 +183,29 @@ async def test_parents_waiting_for_their_children_give_their_slots_back_at_once(
         parked = next(t for t in history if t.trigger == Trigger.SLEEPING)
         held = (parked.at - running.at).total_seconds()
         assert held < durable.PARK_AFTER / 2, held  # not the threshold's 5 s in the slot
+
+
+async def test_the_park_threshold_is_checked_and_infinity_never_parks(tmp_path: Path) -> None:
+    for bad in (-1, math.nan, "5", True, None):
+        with pytest.raises(ConfigurationError, match=r"park_threshold must be a number"):
+            Controller(store=tmp_path / "bad.db", park_threshold=bad)  # type: ignore[arg-type]
+    async with Controller(store=tmp_path / "q.db", owner="client") as client:
+        queued = await client.enqueue("waits", task_id="n-1")  # no deadline: would park at once
+        worker = _worker(tmp_path / "q.db", park_threshold=math.inf)
+        store = worker.store
+        assert store is not None
+        look, looks = store.get_fact, asyncio.Semaphore(0)
+
+        async def counted(task_id: str, name: str) -> Fact | None:
+            looks.release()
+            return await look(task_id, name)
+
+        store.get_fact = counted  # type: ignore[method-assign]
+        async with worker:
+            for _ in range(3):  # it looked again and again: a park would have ended the attempt
+                await asyncio.wait_for(looks.acquire(), 30)
+            await client.signal("n-1", "downloaded", "in its slot")
+            final = await queued.wait(timeout=30)
+        history = await client.history("n-1")
+    assert final.result == "in its slot"
+    assert not any(t.trigger == Trigger.SLEEPING for t in history)
