@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import PayloadError, StoreError
+from chongming.state.durable_names import MAX_NAME, MAX_RESUMES, check_name
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, json_form
 from chongming.stores.checks import check_text
 
@@ -45,14 +46,9 @@ __all__ = [
     "check_step",
 ]
 
-#: Longest name a task gives a step, a sleep or a fact (characters).
-MAX_NAME = 200
 #: Longest recorded step name: room for the runtime's own prefixes
 #: (``sleep:<name>``, ``fact:<name>:deadline``) around a name of :data:`MAX_NAME`.
 MAX_STEP_NAME = MAX_NAME + 20
-#: The most resumes a durable task may be given (what every store's integer column holds).
-MAX_RESUMES = 2**31 - 1
-
 #: A step as replay finds it: ``(name, occurrence)``.
 StepKey = tuple[str, int]
 #: ``StepRecord.after`` of a step its flow called before any other.
@@ -172,22 +168,7 @@ def _check_id(value: object, what: str) -> None:
 
 
 def _check_name(value: object, what: str, *, longest: int = MAX_NAME) -> None:
-    if not isinstance(value, str) or not value or len(value) > longest:
-        raise PayloadError(what, f"must be a string of 1 to {longest} characters")
-    check_text(value, what)
-    if not value.isprintable():
-        raise PayloadError(what, "must not contain control characters")
-
-
-def check_name(value: object, what: str, *, longest: int = MAX_NAME) -> str:
-    """A step, sleep, fact or operation name as every store keeps it (else :class:`PayloadError`).
-
-    Printable text of 1 to ``longest`` characters: the task context checks
-    its arguments with it before anything runs, the stores again on write.
-    """
-    _check_name(value, what, longest=longest)
-    assert isinstance(value, str)
-    return value
+    check_name(value, what, longest=longest)
 
 
 def check_begin(task_id: object, owner: object, max_resumes: object) -> None:

@@ -14,9 +14,9 @@ from types import MappingProxyType
 from typing import Any
 
 from chongming.errors import CheckpointMisuse, ConfigurationError, PayloadError, TaskCancelled
+from chongming.state.durable_names import MAX_NAME, check_name
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
-from chongming.stores.durable import MAX_NAME, check_name
 from chongming.task_api.journal import MAX_WAIT, StepJournal
 from chongming.task_api.signals import AttemptSignals, CarrierKind
 
@@ -179,9 +179,10 @@ class TaskContext:
         A resumed attempt (its worker died meanwhile) replays the recorded
         time and sleeps only what is left of it; one past it does not sleep.
         Stop and pause take effect while it sleeps. On a worker, a sleep of
-        5 seconds or more parks the task instead: the attempt ends, the task
-        waits in the queue (no slot, no memory) and any worker that serves it
-        replays it at the wake-up time.
+        the park threshold or more (``Controller(park_threshold=5.0)``) parks
+        the task instead: the attempt ends, the task waits in the queue (no
+        slot, no memory) and any worker that serves it replays it at the
+        wake-up time. ``seconds``: finite, from 0 to 100 years.
         """
         journal = self.journal
         if journal is None:
@@ -211,11 +212,14 @@ class TaskContext:
         business table there). ``timeout`` seconds without it raise
         :class:`~chongming.errors.FactTimeout`. Fact or timeout is decided
         once and recorded: a replay answers the same. Stop and pause take
-        effect while it waits. On a worker, a wait still unanswered after 5
-        seconds (with at least 5 left) parks the task off its slot until the
-        fact arrives (sending it wakes the task) or the deadline; with a
-        ``check``, only when ``poll_interval`` is 5 seconds or more (each
-        poll is then a claim).
+        effect while it waits. On a worker, a wait with the park threshold
+        (``Controller(park_threshold=5.0)``) or more to go, or no deadline,
+        parks the task off its slot at its first look that finds no fact,
+        until the fact arrives (sending it wakes the task) or the deadline;
+        with a ``check``, only when ``poll_interval`` is the threshold or
+        more (each poll is then a claim). ``timeout``: finite seconds (at
+        most 100 years) or ``None``; bad arguments raise
+        :class:`~chongming.errors.ConfigurationError` before the wait begins.
         """
         journal = self.journal
         if journal is None:

@@ -11,8 +11,8 @@ from typing import Any, Literal, TypeVar, overload
 from chongming.errors import ConfigurationError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
+from chongming.state.durable_names import MAX_RESUMES
 from chongming.state.payload import valid_version
-from chongming.stores.durable import MAX_RESUMES
 
 __all__ = [
     "SPEC_ATTRIBUTE",
