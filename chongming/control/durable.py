@@ -466,7 +466,7 @@ def _failure(error: BaseException) -> dict[str, str]:
         message = f"<str() of the error raised {type(broken).__name__}>"
     return {
         "type": storable_text(type(error).__name__)[:_MESSAGE],
-        "message": storable_text(message[:_MESSAGE]),
+        "message": storable_text(message[:_MESSAGE])[: _MESSAGE * 2],
     }
 
 
