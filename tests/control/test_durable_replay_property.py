@@ -58,8 +58,9 @@ def _insert(program: Program, rnd: random.Random, count: int) -> Program:
     ]
     for _ in range(count):
         at = rnd.randrange(len(changed) + 1)
-        if at < len(changed) and isinstance(changed[at], list) and rnd.random() < 0.5:
-            flow = rnd.choice(changed[at])  # type: ignore[arg-type]
+        block = changed[at] if at < len(changed) else None
+        if isinstance(block, list) and rnd.random() < 0.5:
+            flow: list[str] = block[rnd.randrange(len(block))]
             flow.insert(rnd.randrange(len(flow) + 1), _name())
         else:
             changed.insert(at, _name())
