@@ -467,7 +467,8 @@ class Controller(PlaneCalls):
         the store's database (asyncpg on PostgreSQL; aiosqlite on the SQLite
         store's file): the task exists if and only if your transaction commits.
         ``facts``: facts the task starts with (see :meth:`signal`), written
-        right after it (not with ``connection``).
+        right after it by the enqueue that created it (not with ``connection``;
+        a duplicate writes none).
         """
         if self._phase != _Phase.OPEN:
             await self._open()
@@ -497,7 +498,10 @@ class Controller(PlaneCalls):
         result = await store_enqueue(
             plane.store, snapshot, [transition], connection=connection, observers=self._observers
         )
-        await send_facts(plane.store, result.snapshot.task_id, facts)
+        if result.created:
+            # A duplicate (the key named a twin) changes nothing: its facts
+            # were the first enqueue's to write.
+            await send_facts(plane.store, result.snapshot.task_id, facts)
         if self._worker is not None:
             self._worker.wake()
         return QueuedTask(

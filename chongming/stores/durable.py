@@ -44,6 +44,7 @@ __all__ = [
     "check_fact",
     "check_name",
     "check_step",
+    "same_fact_value",
 ]
 
 #: Longest recorded step name: room for the runtime's own prefixes
@@ -119,6 +120,27 @@ class Fact:
     name: str
     payload: Any
     key: str | None = None
+
+
+def same_fact_value(stored: Any, sent: Any) -> bool:
+    """Whether two fact payloads (JSON forms) are the same JSON value, types included.
+
+    Python's ``==`` says ``True == 1`` and ``False == 0.0``; JSON's ``true``
+    and ``1`` are different values, so a boolean equals only a boolean. Numbers
+    compare by value (JSON has one number type, and PostgreSQL's ``jsonb``
+    may give ``1e20`` back as an integer); objects by keys, arrays in order.
+    """
+    if isinstance(stored, bool) or isinstance(sent, bool):
+        return isinstance(stored, bool) and isinstance(sent, bool) and stored is sent
+    if isinstance(stored, int | float) and isinstance(sent, int | float):
+        return stored == sent
+    if isinstance(stored, dict) and isinstance(sent, dict):
+        return stored.keys() == sent.keys() and all(
+            same_fact_value(stored[key], sent[key]) for key in stored
+        )
+    if isinstance(stored, list | tuple) and isinstance(sent, list | tuple):
+        return len(stored) == len(sent) and all(map(same_fact_value, stored, sent))
+    return type(stored) is type(sent) and bool(stored == sent)
 
 
 #: The caller's commit of an operation's result: ``commit(connection, result)``, run

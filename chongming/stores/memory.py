@@ -62,6 +62,7 @@ from chongming.stores.durable import (
     check_effect,
     check_fact,
     check_step,
+    same_fact_value,
 )
 from chongming.stores.limits import (
     ClusterLimit,
@@ -606,7 +607,7 @@ class InMemoryTaskStore(TaskStore):
         facts = self._facts.setdefault(checked.task_id, {})
         found = facts.get(checked.name)
         if found is not None:
-            if found.payload != checked.payload:
+            if not same_fact_value(found.payload, checked.payload):
                 raise FactConflict(checked.task_id, checked.name)
             return False
         facts[checked.name] = checked

@@ -34,6 +34,7 @@ from chongming.stores.durable import (
     check_effect,
     check_fact,
     check_step,
+    same_fact_value,
 )
 from chongming.stores.postgres.commands import channel_for
 from chongming.stores.postgres.schema import quote_schema
@@ -295,7 +296,7 @@ class DurableOnPostgres:
                     await conn.fetchval(self._wake, *self._wake_args(checked.task_id, checked.name))
                     return True
                 (row,) = await conn.fetch(self._facts, checked.task_id, checked.name)
-                if json.loads(row["payload"]) != checked.payload:
+                if not same_fact_value(json.loads(row["payload"]), checked.payload):
                     raise FactConflict(checked.task_id, checked.name)
                 return False
 

@@ -31,6 +31,7 @@ from chongming.stores.durable import (
     check_effect,
     check_fact,
     check_step,
+    same_fact_value,
 )
 from chongming.stores.sqlite.rows import from_micros
 
@@ -82,7 +83,7 @@ def _put_fact(conn: sqlite3.Connection, fact: Fact, *, now: int) -> bool:
         (fact.task_id, fact.name),
     ).fetchone()
     if found is not None:
-        if json.loads(found[0]) != fact.payload:
+        if not same_fact_value(json.loads(found[0]), fact.payload):
             raise FactConflict(fact.task_id, fact.name)
         return False
     conn.execute(

@@ -210,6 +210,30 @@ class DurableContract(ContractBase):
             assert await store.get_fact("d-1", "missing") is None
             assert await store.facts("ghost") == []
 
+    async def test_a_fact_value_is_compared_as_json_with_its_type(self) -> None:
+        """``true`` is not ``1``, ``false`` is not ``0``; key order and 1 vs 1.0 do not matter."""
+        async with self._store() as store:
+            await store.create(make_snapshot("d-1"))
+            sent = {"on": True, "off": False, "n": 1, "list": [True, 0]}
+            for name, first, other in (
+                ("flag", True, 1),
+                ("zero", False, 0),
+                ("one", 1, True),
+                ("nested", sent, {**sent, "list": [1, False]}),
+            ):
+                assert await store.put_fact(Fact(task_id="d-1", name=name, payload=first))
+                await _raises(
+                    FactConflict, store.put_fact(Fact(task_id="d-1", name=name, payload=other))
+                )
+                found = await store.get_fact("d-1", name)
+                assert found is not None
+                assert found.payload == first
+                assert type(found.payload) is type(first)
+            reordered = {"list": [True, 0], "n": 1.0, "off": False, "on": True}
+            assert (
+                await store.put_fact(Fact(task_id="d-1", name="nested", payload=reordered)) is False
+            )
+
     async def test_a_fact_for_an_unknown_task_or_with_bad_fields_writes_nothing(self) -> None:
         async with self._store() as store:
             await store.create(make_snapshot("d-1"))
