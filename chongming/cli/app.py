@@ -186,16 +186,35 @@ def ps(
         from chongming.stores.nodes import served_by_live_nodes
 
         snapshots = await controller.list_tasks(query)
+        matching = None
+        if query.limit is not None and len(snapshots) >= query.limit:
+            matching = await _matching(controller, query)
         waiting = [s for s in snapshots if s.status.value == "queued" and s.owner is None]
         served = served_by_live_nodes(await controller.nodes()) if waiting else frozenset()
         unserved = views.unserved(waiting, served)
         _emit(
             options,
-            views.ps_json(snapshots, unserved),
-            lambda: views.ps_text(snapshots, unserved=unserved),
+            views.ps_json(snapshots, unserved, matching=matching),
+            lambda: views.ps_text(snapshots, unserved=unserved, matching=matching),
         )
 
     _run(options, action)
+
+
+async def _matching(controller: Controller, query: Any) -> Any:
+    """Tasks per status of every match of a limited ``ps``: its footer counts all of them."""
+    import dataclasses
+
+    from chongming.cli import views
+
+    store = controller.store
+    assert store is not None
+    found = views.matching_counts(await store.task_counts(), query)
+    if found is None:  # a tag or name filter: count the matches themselves
+        found = {}
+        for snapshot in await controller.list_tasks(dataclasses.replace(query, limit=None)):
+            found[snapshot.status] = found.get(snapshot.status, 0) + 1
+    return found
 
 
 def _task_query(

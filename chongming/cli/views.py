@@ -13,10 +13,13 @@ from typing import Any
 
 from chongming.control.buckets import BucketReport
 from chongming.control.reconcile import ReconcileOutcome, ReconcileReport
+from chongming.controller.statistics import count_tasks
 from chongming.render import escape_text, render_history, render_rows, render_table
 from chongming.scheduler.buckets import format_bucket_ranges
+from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.serialize import snapshot_to_json, transition_to_json
+from chongming.state.status import TaskStatus
 from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
 from chongming.task_api.spec import TaskSpec
 
@@ -28,6 +31,7 @@ __all__ = [
     "control_json",
     "history_json",
     "history_text",
+    "matching_counts",
     "nodes_json",
     "nodes_text",
     "ps_json",
@@ -62,11 +66,17 @@ def _cell(value: datetime | None) -> str:
 
 
 def ps_json(
-    snapshots: Sequence[TaskSnapshot], unserved: Mapping[str, int] | None = None
+    snapshots: Sequence[TaskSnapshot],
+    unserved: Mapping[str, int] | None = None,
+    *,
+    matching: Mapping[TaskStatus, int] | None = None,
 ) -> dict[str, Any]:
+    """``matching``: tasks per status of every match (default: the rows shown)."""
+    counted = _per_status(snapshots) if matching is None else matching
     return {
         "tasks": [snapshot_to_json(snapshot) for snapshot in snapshots],
         "unserved": dict(unserved or {}),
+        "matching": sum(counted.values()),
     }
 
 
@@ -75,11 +85,41 @@ def ps_text(
     now: datetime | None = None,
     *,
     unserved: Mapping[str, int] | None = None,
+    matching: Mapping[TaskStatus, int] | None = None,
 ) -> str:
-    table = render_table(snapshots, now=now)
+    """The table; its summary counts ``matching`` (every match) when only some rows are shown."""
+    table = render_table(snapshots, now=now, matching=matching)
     if not unserved:
         return table
     return f"{table}\n{_unserved_line(unserved)}"
+
+
+def matching_counts(counts: Iterable[TaskCount], query: TaskQuery) -> dict[TaskStatus, int] | None:
+    """Tasks per status that ``query`` matches (its limit aside), from the store's grouped counts.
+
+    ``None`` when the query filters on what the counts do not hold (a tag, a name).
+    """
+    if query.tag is not None or query.name is not None:
+        return None
+    found: dict[TaskStatus, int] = {}
+    for count in counts:
+        if query.statuses is not None and count.status not in query.statuses:
+            continue
+        if query.bucket is not None and count.bucket != query.bucket:
+            continue
+        if query.buckets is not None and count.bucket not in query.buckets:
+            continue
+        if query.owner is not None and count.owner != query.owner:
+            continue
+        found[count.status] = found.get(count.status, 0) + count.count
+    return found
+
+
+def _per_status(snapshots: Iterable[TaskSnapshot]) -> dict[TaskStatus, int]:
+    found: dict[TaskStatus, int] = {}
+    for snapshot in snapshots:
+        found[snapshot.status] = found.get(snapshot.status, 0) + 1
+    return found
 
 
 def unserved(waiting: Sequence[TaskSnapshot], served: frozenset[str]) -> dict[str, int]:
@@ -141,21 +181,12 @@ def control_json(kind: str, snapshot: TaskSnapshot, issued: bool) -> dict[str, A
 
 
 def stats_json(counts: Iterable[TaskCount]) -> dict[str, Any]:
-    by_status: dict[str, int] = {}
-    by_owner: dict[str, int] = {}
-    total = active = 0
-    for count in counts:
-        total += count.count
-        if not count.status.is_terminal:
-            active += count.count
-        by_status[count.status.value] = by_status.get(count.status.value, 0) + count.count
-        owner = count.owner or ""
-        by_owner[owner] = by_owner.get(owner, 0) + count.count
+    totals = count_tasks(counts)
     return {
-        "total": total,
-        "active": active,
-        "by_status": dict(sorted(by_status.items())),
-        "by_owner": dict(sorted(by_owner.items())),
+        "total": totals.total,
+        "active": totals.active,
+        "by_status": dict(totals.by_status),
+        "by_owner": dict(totals.by_owner),
     }
 
 

@@ -38,6 +38,7 @@ from chongming.clock import to_datetime
 from chongming.control.failures import PersistFailures
 from chongming.errors import DuplicateTaskId, StoreClosed, StoreError
 from chongming.run.verdict import describe_error
+from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
@@ -247,6 +248,25 @@ class WriteThrough:
             failing_since=None if since is None else to_datetime(since),
             let_go=tuple(self._let_go.items()),
         )
+
+    def unwritten(self) -> list[tuple[TaskStatus | None, TaskStatus]]:
+        """Runs whose latest status the store does not hold yet: (stored status, status now).
+
+        The stored status is ``None`` when the task is not in the store at all.
+        ``stats()`` counts from the store and moves these to where they are.
+        """
+        moved: list[tuple[TaskStatus | None, TaskStatus]] = []
+        for entry in self._entries.values():
+            run = entry.run
+            if entry.let_go is not None or run.status_version <= entry.stored:
+                continue
+            stored: TaskStatus | None = None
+            if entry.created and entry.stored > 0:
+                since = run.transitions_since(entry.stored - 1)
+                if since and since[0].version == entry.stored:
+                    stored = since[0].to_status
+            moved.append((stored, run.status))
+        return moved
 
     def is_let_go(self, task_id: str) -> bool:
         return task_id in self._let_go

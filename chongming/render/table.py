@@ -12,7 +12,7 @@ escaped with :func:`~chongming.render.text.escape_text`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from chongming.errors import ConfigurationError
@@ -20,7 +20,7 @@ from chongming.render.text import display_width, escape_text
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import CARRIER_STATUSES, TaskStatus
 
-__all__ = ["render_history", "render_rows", "render_table", "summary_line"]
+__all__ = ["render_history", "render_rows", "render_table", "summary_line", "summary_of_counts"]
 
 _SEPARATOR = "  "
 _NONE = "-"
@@ -70,12 +70,15 @@ def render_table(
     now: datetime | None = None,
     show_bucket: bool | None = None,
     summary: bool = True,
+    matching: Mapping[TaskStatus, int] | None = None,
 ) -> str:
     """The task list: ``TASK_ID NAME [BUCKET] STATUS ATTEMPT ELAPSED PROGRESS FAILURE``.
 
     The BUCKET column appears when any task has a bucket, unless
     ``show_bucket`` forces it on or off. ``now`` is used for the elapsed time of
     tasks that have not finished (default: the wall clock, read once).
+    ``matching``: tasks per status of every match when only some are shown
+    (a limit): the summary counts those and says how many rows it shows.
     """
     if now is None:
         now = datetime.now(UTC)
@@ -87,8 +90,14 @@ def render_table(
     headers = TASK_HEADERS_WITH_BUCKET if with_bucket else TASK_HEADERS
     rows = [_task_row(snapshot, now, with_bucket) for snapshot in snapshots]
     text = render_rows(headers, rows)
-    if summary:
+    if summary and matching is None:
         text = f"{text}\n{summary_line(snapshots)}"
+    elif summary and matching is not None:
+        shown, total = len(snapshots), sum(matching.values())
+        line = summary_of_counts(matching)
+        if shown < total:
+            line = f"{line}; {shown} of {total} matching tasks shown"
+        text = f"{text}\n{line}"
     return text
 
 
@@ -99,16 +108,23 @@ def summary_line(snapshots: Iterable[TaskSnapshot]) -> str:
     counts the states that occupy an execution slot (starting, running,
     pausing, paused, stopping), so a paused task shows up there.
     """
-    active = queued = holding = 0
+    counts: dict[TaskStatus, int] = {}
     for snapshot in snapshots:
-        status = snapshot.status
+        counts[snapshot.status] = counts.get(snapshot.status, 0) + 1
+    return summary_of_counts(counts)
+
+
+def summary_of_counts(counts: Mapping[TaskStatus, int]) -> str:
+    """:func:`summary_line` from tasks per status (every match of a limited listing)."""
+    active = queued = holding = 0
+    for status, count in counts.items():
         if status.is_terminal:
             continue
-        active += 1
+        active += count
         if status is TaskStatus.QUEUED:
-            queued += 1
+            queued += count
         elif status in CARRIER_STATUSES:
-            holding += 1
+            holding += count
     return f"    active {active} (queued {queued}, holding a slot {holding})"
 
 

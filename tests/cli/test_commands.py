@@ -28,7 +28,7 @@ def test_ps_without_all_shows_only_unfinished_tasks(db: Path) -> None:
     ]
     assert len(lines) == 3  # header, dashes, summary: every task here has ended
     assert lines[2] == "    active 0 (queued 0, holding a slot 0)"
-    assert as_json(invoke(db, "ps", "--json")) == {"tasks": [], "unserved": {}}
+    assert as_json(invoke(db, "ps", "--json")) == {"tasks": [], "unserved": {}, "matching": 0}
 
 
 def test_ps_all_is_the_render_table_format(db: Path) -> None:
@@ -73,7 +73,7 @@ def test_ps_all_is_the_render_table_format(db: Path) -> None:
 
 def test_ps_json_shape_and_filters(db: Path) -> None:
     data = as_json(invoke(db, "--json", "ps", "--all"))
-    assert list(data) == ["tasks", "unserved"]
+    assert list(data) == ["tasks", "unserved", "matching"]
     assert [task["task_id"] for task in data["tasks"]] == ALL_IDS
     ok = data["tasks"][0]
     assert ok["status"] == "succeeded"
@@ -269,3 +269,25 @@ def test_query_commands_never_register_a_node(db: Path) -> None:
         invoke(db, "--owner", "cli-probe", *args)
     nodes = as_json(invoke(db, "nodes", "--json"))["nodes"]
     assert [node["owner"] for node in nodes] == ["writer"]
+
+
+def test_ps_limit_footer_counts_every_matching_task(tmp_path: Path) -> None:
+    from chongming import Controller
+
+    db = tmp_path / "q.db"
+
+    async def fill() -> None:
+        async with Controller(store=db, owner="client") as client:
+            for n in range(5):
+                await client.enqueue("later", n, task_id=f"q-{n}", tags=["t"] if n else None)
+
+    asyncio.run(fill())
+    lines = invoke(db, "ps", "--limit", "2").stdout.splitlines()
+    assert [line.split()[0] for line in lines[2:4]] == ["q-0", "q-1"]
+    assert lines[4] == "    active 5 (queued 5, holding a slot 0); 2 of 5 matching tasks shown"
+    tagged = invoke(db, "ps", "--tag", "t", "--limit", "1").stdout.splitlines()
+    assert tagged[-2] == "    active 4 (queued 4, holding a slot 0); 1 of 4 matching tasks shown"
+    data = as_json(invoke(db, "ps", "--json", "--limit", "2"))
+    assert (len(data["tasks"]), data["matching"]) == (2, 5)
+    whole = invoke(db, "ps", "--limit", "5").stdout.splitlines()
+    assert whole[-2] == "    active 5 (queued 5, holding a slot 0)"

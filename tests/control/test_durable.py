@@ -398,7 +398,7 @@ async def test_a_long_sleep_parks_the_task_off_its_slot_and_it_comes_back(tmp_pa
                 await asyncio.sleep(0.05)
             stats = await worker.stats()
             assert stats.holding_slot == 0
-            assert stats.total == 0  # let go: a parked task costs a row, no memory here
+            assert stats.held == 0  # let go: a parked task costs a row, no memory here
             finals = [await q.wait(timeout=30) for q in queued]
         history = await client.history("p-0")
     assert [f.status for f in finals] == [TaskStatus.SUCCEEDED] * 8

@@ -77,7 +77,7 @@ async def test_waiting_tasks_park_off_their_slots_and_each_fact_wakes_its_task(
             await asyncio.wait_for(_all_parked(client, ids), 30)
             stats = await worker.stats()
             assert stats.holding_slot == 0
-            assert stats.total == 0  # let go: a parked waiter costs a row, no memory here
+            assert stats.held == 0  # let go: a parked waiter costs a row, no memory here
             parked = await client.get("w-0")
             assert parked.not_before is not None
             # Parked for an hour (no timeout): only the fact can bring it back in time.

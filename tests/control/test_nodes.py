@@ -33,7 +33,7 @@ async def test_a_second_live_node_with_the_same_owner_is_refused() -> None:
             assert caught.value.pid == os.getpid()
             assert "node-a" in str(caught.value)
             assert await store.get("two") is None  # nothing written
-            assert (await second.stats()).total == 0
+            assert (await second.stats()).held == 0
         await first.stop("one")
 
 

@@ -83,7 +83,7 @@ async def test_sleeping_tasks_hold_no_slot_and_survive_a_restart_of_every_worker
                 queued = await store.query(TaskQuery(statuses=frozenset({TaskStatus.QUEUED})))
                 parked = sum(1 for q in queued if q.not_before is not None and q.owner is None)
                 stats = await first.stats()
-                if parked == SLEEPERS and stats.total == 0:
+                if parked == SLEEPERS and stats.held == 0:
                     break
                 await asyncio.sleep(0.5)
             # Every task sleeps in the store: none holds a slot or sits in the worker's memory.

@@ -89,7 +89,7 @@ async def test_a_task_id_held_by_another_process_is_refused_and_nothing_written(
         await run.wait(5)
         with pytest.raises(DuplicateTaskId):
             await b.submit("echo", 2, task_id="same")
-        assert (await b.stats()).total == 0
+        assert (await b.stats()).held == 0
         stored = await store.get("same")
         assert stored is not None
         assert (stored.owner, stored.args) == ("a", (1,))

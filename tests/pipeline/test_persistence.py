@@ -167,4 +167,4 @@ async def test_after_a_crash_the_pipeline_is_not_resumed_and_reconcile_judges_it
         assert (await store.history("x:long"))[-1].trigger == Trigger.LEASE_EXPIRED
         assert after.status is S.BLOCKED  # reported, never pretended resumed
         assert (await store.get("x:first")) is not None
-        assert (await later.stats()).total == 0  # nothing was picked up again
+        assert (await later.stats()).held == 0  # nothing was picked up again
