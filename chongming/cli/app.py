@@ -192,13 +192,24 @@ def ps(
         waiting = [s for s in snapshots if s.status.value == "queued" and s.owner is None]
         served = served_by_live_nodes(await controller.nodes()) if waiting else frozenset()
         unserved = views.unserved(waiting, served)
+        reasons = await _waiting(controller, waiting)
         _emit(
             options,
-            views.ps_json(snapshots, unserved, matching=matching),
-            lambda: views.ps_text(snapshots, unserved=unserved, matching=matching),
+            views.ps_json(snapshots, unserved, matching=matching, waiting=reasons),
+            lambda: views.ps_text(snapshots, unserved=unserved, matching=matching, waiting=reasons),
         )
 
     _run(options, action)
+
+
+async def _waiting(controller: Controller, snapshots: Any) -> Any:
+    """Why each queued task among ``snapshots`` waits (by the store's clock)."""
+    from chongming.control.waiting import waiting_reasons
+
+    store = controller.store
+    if store is None or not snapshots:
+        return {}
+    return await waiting_reasons(store, snapshots, now=await store.store_time())
 
 
 async def _matching(controller: Controller, query: Any) -> Any:
@@ -268,7 +279,12 @@ def status(ctx: typer.Context, task_id: TaskId, json_flag: JsonFlag = False) -> 
         from chongming.cli import views
 
         snapshot = await controller.get(task_id)
-        _emit(options, views.status_json(snapshot), lambda: views.status_text(snapshot))
+        waiting = (await _waiting(controller, [snapshot])).get(task_id)
+        _emit(
+            options,
+            views.status_json(snapshot, waiting),
+            lambda: views.status_text(snapshot, waiting=waiting),
+        )
         unsuccessful = snapshot.is_terminal and snapshot.status is not TaskStatus.SUCCEEDED
         return EXIT_TASK_UNSUCCESSFUL if unsuccessful else EXIT_OK
 

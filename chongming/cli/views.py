@@ -13,6 +13,7 @@ from typing import Any
 
 from chongming.control.buckets import BucketReport
 from chongming.control.reconcile import ReconcileOutcome, ReconcileReport
+from chongming.control.waiting import WaitingReason
 from chongming.controller.statistics import count_tasks
 from chongming.render import escape_text, render_history, render_rows, render_table
 from chongming.scheduler.buckets import format_bucket_ranges
@@ -70,11 +71,13 @@ def ps_json(
     unserved: Mapping[str, int] | None = None,
     *,
     matching: Mapping[TaskStatus, int] | None = None,
+    waiting: Mapping[str, WaitingReason] | None = None,
 ) -> dict[str, Any]:
     """``matching``: tasks per status of every match (default: the rows shown)."""
     counted = _per_status(snapshots) if matching is None else matching
+    why = waiting or {}
     return {
-        "tasks": [snapshot_to_json(snapshot) for snapshot in snapshots],
+        "tasks": [_task_json(snapshot, why.get(snapshot.task_id)) for snapshot in snapshots],
         "unserved": dict(unserved or {}),
         "matching": sum(counted.values()),
     }
@@ -86,9 +89,14 @@ def ps_text(
     *,
     unserved: Mapping[str, int] | None = None,
     matching: Mapping[TaskStatus, int] | None = None,
+    waiting: Mapping[str, WaitingReason] | None = None,
 ) -> str:
-    """The table; its summary counts ``matching`` (every match) when only some rows are shown."""
-    table = render_table(snapshots, now=now, matching=matching)
+    """The table; its summary counts ``matching`` (every match) when only some rows are shown.
+
+    ``waiting``: why queued tasks wait, shown beside their status.
+    """
+    reasons = {task_id: reason.describe() for task_id, reason in (waiting or {}).items()}
+    table = render_table(snapshots, now=now, matching=matching, waiting=reasons)
     if not unserved:
         return table
     return f"{table}\n{_unserved_line(unserved)}"
@@ -134,18 +142,30 @@ def _unserved_line(unserved: Mapping[str, int]) -> str:
     return f"    no worker serves {escape_text(waiting)}: those tasks wait, queued"
 
 
-def status_json(snapshot: TaskSnapshot) -> dict[str, Any]:
-    return {"task": snapshot_to_json(snapshot)}
+def status_json(snapshot: TaskSnapshot, waiting: WaitingReason | None = None) -> dict[str, Any]:
+    return {"task": _task_json(snapshot, waiting)}
 
 
-def status_text(snapshot: TaskSnapshot, now: datetime | None = None) -> str:
-    lines = [render_table([snapshot], now=now, summary=False)]
+def _task_json(snapshot: TaskSnapshot, waiting: WaitingReason | None) -> dict[str, Any]:
+    """The snapshot's JSON and ``waiting``: why a queued task waits (``null``: it does not)."""
+    data = snapshot_to_json(snapshot)
+    data["waiting"] = None if waiting is None else waiting.to_json()
+    return data
+
+
+def status_text(
+    snapshot: TaskSnapshot, now: datetime | None = None, waiting: WaitingReason | None = None
+) -> str:
+    why = {} if waiting is None else {snapshot.task_id: waiting.describe()}
+    lines = [render_table([snapshot], now=now, summary=False, waiting=why)]
     details = [
         ("owner", snapshot.owner or _NONE),
         ("created", _cell(snapshot.created_at)),
         ("started", _cell(snapshot.started_at)),
         ("finished", _cell(snapshot.finished_at)),
     ]
+    if waiting is not None:
+        details.append(("waiting", waiting.describe()))
     if snapshot.failure is not None:
         details.append(("failure", f"{snapshot.failure.kind.value}: {snapshot.failure.message}"))
     lines.append("")

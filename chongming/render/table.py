@@ -71,6 +71,7 @@ def render_table(
     show_bucket: bool | None = None,
     summary: bool = True,
     matching: Mapping[TaskStatus, int] | None = None,
+    waiting: Mapping[str, str] | None = None,
 ) -> str:
     """The task list: ``TASK_ID NAME [BUCKET] STATUS ATTEMPT ELAPSED PROGRESS FAILURE``.
 
@@ -79,6 +80,8 @@ def render_table(
     tasks that have not finished (default: the wall clock, read once).
     ``matching``: tasks per status of every match when only some are shown
     (a limit): the summary counts those and says how many rows it shows.
+    ``waiting``: why a queued task waits, by task id (shown beside its status:
+    ``queued (sleeping until …)``; see :mod:`chongming.control.waiting`).
     """
     if now is None:
         now = datetime.now(UTC)
@@ -88,7 +91,10 @@ def render_table(
         else show_bucket
     )
     headers = TASK_HEADERS_WITH_BUCKET if with_bucket else TASK_HEADERS
-    rows = [_task_row(snapshot, now, with_bucket) for snapshot in snapshots]
+    why = waiting or {}
+    rows = [
+        _task_row(snapshot, now, with_bucket, why.get(snapshot.task_id)) for snapshot in snapshots
+    ]
     text = render_rows(headers, rows)
     if summary and matching is None:
         text = f"{text}\n{summary_line(snapshots)}"
@@ -149,12 +155,14 @@ def render_history(transitions: Iterable[Transition]) -> str:
     return render_rows(HISTORY_HEADERS, rows)
 
 
-def _task_row(snapshot: TaskSnapshot, now: datetime, with_bucket: bool) -> list[str]:
+def _task_row(
+    snapshot: TaskSnapshot, now: datetime, with_bucket: bool, waiting: str | None = None
+) -> list[str]:
     elapsed = snapshot.elapsed(now)
     row = [
         snapshot.task_id,
         snapshot.label or snapshot.name,
-        snapshot.status.value,
+        snapshot.status.value if waiting is None else f"{snapshot.status.value} ({waiting})",
         f"{snapshot.attempt}/{snapshot.max_attempts}",
         _NONE if elapsed is None else f"{elapsed:.1f}s",
         _NONE if snapshot.progress is None else snapshot.progress.render(),

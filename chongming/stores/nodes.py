@@ -28,6 +28,7 @@ __all__ = [
     "TaskCount",
     "served_by_live_nodes",
     "unserved_counts",
+    "unserved_key",
 ]
 
 
@@ -101,16 +102,29 @@ def unserved_counts(waiting: Iterable[TaskSnapshot], served: frozenset[str]) -> 
     An unversioned task is served by any version of its name; a versioned one
     only by that version. Such tasks wait, visibly, and never fail for it.
     """
-    names = {entry.split("@", 1)[0] for entry in served}
     counts: dict[str, int] = {}
+    names = _names(served)
     for snapshot in waiting:
-        if snapshot.version is None:
-            if snapshot.name in names:
-                continue
-            key = snapshot.name
-        else:
-            key = f"{snapshot.name}@{snapshot.version}"
-            if key in served:
-                continue
-        counts[key] = counts.get(key, 0) + 1
+        key = unserved_key(snapshot, served, names)
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def unserved_key(
+    snapshot: TaskSnapshot, served: frozenset[str], names: frozenset[str] | None = None
+) -> str | None:
+    """The ``name`` or ``name@N`` no live worker serves for ``snapshot``, or ``None`` if served.
+
+    ``names``: the bare names of ``served``, when the caller judges many tasks.
+    """
+    if snapshot.version is None:
+        if snapshot.name in (_names(served) if names is None else names):
+            return None
+        return snapshot.name
+    key = f"{snapshot.name}@{snapshot.version}"
+    return None if key in served else key
+
+
+def _names(served: frozenset[str]) -> frozenset[str]:
+    return frozenset(entry.split("@", 1)[0] for entry in served)

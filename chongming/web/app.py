@@ -32,7 +32,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
 
+from chongming.control.waiting import WaitingReason
 from chongming.errors import ChongmingError, TaskNotFound
+from chongming.state.records import TaskSnapshot
 from chongming.state.serialize import snapshot_to_json, transition_to_json
 from chongming.stores.base import TaskStore
 from chongming.web import board, pages, pages_ops
@@ -232,7 +234,7 @@ class Dashboard:
 
         page = await self._page(request)
         data = {
-            "tasks": [snapshot_to_json(s) for s in page.tasks],
+            "tasks": [_with_waiting(s, page.waiting.get(s.task_id)) for s in page.tasks],
             "has_next": page.has_next,
             "counts": dict(page.counts),
         }
@@ -243,7 +245,7 @@ class Dashboard:
 
         view = await board.task_view(self.controller, request.path_params["task_id"])
         data = {
-            "task": snapshot_to_json(view.snapshot),
+            "task": _with_waiting(view.snapshot, view.waiting),
             "transitions": [transition_to_json(t) for t in view.history],
         }
         return _secure(JSONResponse(data))
@@ -317,6 +319,13 @@ class Dashboard:
         from starlette.responses import Response
 
         return _asset(Response(JS, media_type="text/javascript"))
+
+
+def _with_waiting(snapshot: TaskSnapshot, waiting: WaitingReason | None) -> dict[str, Any]:
+    """A task's JSON and ``waiting``: why a queued task waits (``null``: it does not)."""
+    data = snapshot_to_json(snapshot)
+    data["waiting"] = None if waiting is None else waiting.to_json()
+    return data
 
 
 def _notice(sent: str | None, issued: str | None, view: board.TaskView) -> str | None:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from chongming.control.buckets import BucketReport
 from chongming.control.reconcile import ReconcileReport
+from chongming.control.waiting import WaitingReason, waiting_reasons
+from chongming.controller.statistics import count_tasks
 from chongming.errors import ConfigurationError, PayloadError
 from chongming.state.payload import check_reason, check_task_id
 from chongming.state.query import TaskQuery
@@ -130,6 +132,8 @@ class TaskPage:
     tasks: Sequence[TaskSnapshot]
     has_next: bool
     counts: Mapping[str, int]  # status -> tasks in the store (every owner, every bucket)
+    #: Why each queued task on the page waits, by task id (chongming.control.waiting).
+    waiting: Mapping[str, WaitingReason] = dataclasses.field(default_factory=dict)
 
 
 async def list_page(
@@ -149,23 +153,32 @@ async def list_page(
         raise BadInput(str(error)) from None
     found = await controller.list_tasks(query)
     start = (wanted.page - 1) * size
+    shown = found[start : start + size]
     return TaskPage(
         filter=wanted,
-        tasks=found[start : start + size],
+        tasks=shown,
         has_next=len(found) > start + size,
         counts=await store_counts(controller) if counts else {},
+        waiting=await why_waiting(controller, shown),
     )
 
 
 async def store_counts(controller: Controller) -> dict[str, int]:
     """Tasks per status in the whole store (every owner, every bucket)."""
-    by_status: dict[str, int] = {}
     store = controller.store
-    if store is not None:
-        for count in await store.task_counts():
-            key = count.status.value
-            by_status[key] = by_status.get(key, 0) + count.count
-    return by_status
+    if store is None:
+        return {}
+    return dict(count_tasks(await store.task_counts()).by_status)
+
+
+async def why_waiting(
+    controller: Controller, snapshots: Sequence[TaskSnapshot]
+) -> dict[str, WaitingReason]:
+    """Why each queued task among ``snapshots`` waits, by the store's clock."""
+    store = controller.store
+    if store is None or not any(s.status is TaskStatus.QUEUED for s in snapshots):
+        return {}
+    return await waiting_reasons(store, snapshots, now=await store.store_time())
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,6 +186,7 @@ class TaskView:
     snapshot: TaskSnapshot
     history: Sequence[Transition]
     commands: Sequence[CommandRecord]
+    waiting: WaitingReason | None = None
 
 
 def checked_id(task_id: str) -> str:
@@ -189,7 +203,8 @@ async def task_view(controller: Controller, task_id: str) -> TaskView:
     history = await controller.history(task_id)
     store = controller.store
     commands = [] if store is None else await store.command_records(task_id=task_id, limit=50)
-    return TaskView(snapshot=snapshot, history=history, commands=commands)
+    waiting = (await why_waiting(controller, [snapshot])).get(task_id)
+    return TaskView(snapshot=snapshot, history=history, commands=commands, waiting=waiting)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote, urlencode
 
+from chongming.control.waiting import WaitingReason
 from chongming.render.text import escape_text
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
@@ -156,6 +157,13 @@ def _attempt(snapshot: TaskSnapshot) -> str:
     return f"{snapshot.attempt}/{snapshot.max_attempts}"
 
 
+def _waiting(reason: WaitingReason | None) -> str:
+    """Why a queued task waits, beside its badge (nothing when it does not)."""
+    if reason is None:
+        return ""
+    return f' <span class="muted text waiting">{e(reason.describe())}</span>'
+
+
 def list_body(chrome: Chrome, page: TaskPage) -> str:
     """The live part of the list: the counts, the rows and the pager."""
     wanted = page.filter
@@ -173,7 +181,7 @@ def list_body(chrome: Chrome, page: TaskPage) -> str:
             f"{e(snapshot.task_id)}</a></td>"
             f'<td class="text">{e(snapshot.name)}</td>'
             f'<td class="text">{e(snapshot.label)}</td>'
-            f"<td>{badge(snapshot.status)}</td>"
+            f"<td>{badge(snapshot.status)}{_waiting(page.waiting.get(snapshot.task_id))}</td>"
             f'<td class="num">{_attempt(snapshot)}</td>'
             f"<td>{_progress(snapshot)}</td>"
             f'<td class="text">{e(snapshot.owner or "-")}</td>'
@@ -240,9 +248,9 @@ def _timeline(history: Sequence[Transition]) -> str:
     return f'<ol class="timeline">{"".join(items)}</ol>'
 
 
-def _facts(snapshot: TaskSnapshot) -> str:
+def _facts(snapshot: TaskSnapshot, waiting: WaitingReason | None = None) -> str:
     facts: list[tuple[str, str]] = [
-        ("status", badge(snapshot.status)),
+        ("status", badge(snapshot.status) + _waiting(waiting)),
         ("name", e(snapshot.name) + (f"@{snapshot.version}" if snapshot.version else "")),
         ("label", f'<span class="text">{e(snapshot.label)}</span>'),
         ("attempt", _attempt(snapshot)),
@@ -311,7 +319,7 @@ def task_body(view: TaskView) -> str:
     terminal = "1" if snapshot.is_terminal else "0"
     return (
         f'<div class="card" data-terminal="{terminal}" data-status="{snapshot.status.value}">'
-        f"{_facts(snapshot)}</div>"
+        f"{_facts(snapshot, view.waiting)}</div>"
         + _failure(snapshot)
         + "<h2>State machine</h2>"
         + state_svg(snapshot.status, view.history)
