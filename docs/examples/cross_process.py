@@ -59,7 +59,7 @@ async def ops_console(db: str) -> None:
         async with Controller(store=db, owner="ops-console") as console:
             print("--- what ops-console sees (it holds none of these tasks) ---")
             print(render_table(await console.list_tasks()))
-            print(f"    task handles it holds: {(await console.stats()).total}")
+            print(f"    task handles it holds: {(await console.stats()).held}")
             print()
             print(">>> ops-console stops job-1 across processes")
             issued = await console.stop("job-1", reason="release window")
