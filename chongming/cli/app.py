@@ -473,11 +473,12 @@ def reconcile(
 
 
 @app.command()
-def version() -> None:
-    """Print the installed version."""
+def version(ctx: typer.Context, json_flag: JsonFlag = False) -> None:
+    """Print the installed version (``--json``: ``{"version": "…"}``)."""
     from importlib.metadata import version as installed_version
 
-    typer.echo(installed_version("chongming"))
+    number = installed_version("chongming")
+    _emit(_options(ctx, json_flag), {"version": number}, lambda: number)
 
 
 def main() -> None:

@@ -80,7 +80,7 @@ def parse_arguments(pairs: Sequence[str], json_args: str | None) -> dict[str, An
     arguments: dict[str, Any] = {}
     if json_args is not None:
         try:
-            parsed = json.loads(json_args)
+            parsed = strict_json(json_args)
         except (ValueError, RecursionError) as error:
             raise CliError(f"--json-args is not valid JSON: {error}") from None
         if not isinstance(parsed, dict):
@@ -111,9 +111,27 @@ def parse_arguments(pairs: Sequence[str], json_args: str | None) -> dict[str, An
 
 def _value(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return strict_json(raw)
     except (ValueError, RecursionError):
         return raw
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` of JSON only: ``NaN``, ``Infinity`` and numbers too large
+    for a float (``1e400``) are not JSON, so they raise :class:`ValueError`.
+    """
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large for a number")
+    return value
 
 
 def _check_module_name(name: str) -> None:

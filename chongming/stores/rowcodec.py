@@ -150,7 +150,13 @@ def _postgres_encode(column: Column) -> str:
 
 def _postgres_decode(column: Column, value: str) -> str:
     if column.kind is Kind.TIME:
-        return value  # asyncpg returns aware UTC datetimes for timestamptz
+        # asyncpg returns aware UTC datetimes for timestamptz, except for
+        # ``infinity`` / ``-infinity`` (what an aware datetime.max / min is
+        # sent as): those come back as naive datetime.max / min.
+        aware = "(v if v.tzinfo is not None else v.replace(tzinfo=_UTC))"
+        if column.nullable:
+            return f"(None if (v := {value}) is None else {aware})"
+        return f"(v if (v := {value}).tzinfo is not None else v.replace(tzinfo=_UTC))"
     if column.kind is Kind.TAGS:
         return f"frozenset({value})"
     return _decode_common(column, value)

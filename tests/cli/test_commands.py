@@ -291,3 +291,12 @@ def test_ps_limit_footer_counts_every_matching_task(tmp_path: Path) -> None:
     assert (len(data["tasks"]), data["matching"]) == (2, 5)
     whole = invoke(db, "ps", "--limit", "5").stdout.splitlines()
     assert whole[-2] == "    active 5 (queued 5, holding a slot 0)"
+
+
+def test_version_prints_json_when_asked() -> None:
+    from importlib.metadata import version
+
+    plain = invoke(None, "version")
+    assert plain.stdout == f"{version('chongming')}\n"
+    for args in (("version", "--json"), ("--json", "version")):
+        assert as_json(invoke(None, *args)) == {"version": version("chongming")}

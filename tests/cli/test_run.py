@@ -85,6 +85,25 @@ def test_run_json_arguments_and_typed_values(tmp_path: Path) -> None:
     assert _stored(db, "e-1")["bucket"] == task["bucket"] is not None
 
 
+def test_run_arg_values_that_are_not_json_are_strings(tmp_path: Path) -> None:
+    """``NaN``, ``Infinity`` and ``1e400`` parse in Python's json but are not JSON: strings."""
+    db = tmp_path / "tasks.db"
+    args = ["--arg", "a=NaN", "--arg", "b=Infinity", "--arg", "c=-Infinity", "--arg", "d=1e400"]
+    args += ["--arg", "e=[NaN]", "--arg", "f=1.5"]
+    result = invoke(db, "run", "--tasks", TASKS, "echo", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["task"]["result"] == {
+        "a": "NaN",
+        "b": "Infinity",
+        "c": "-Infinity",
+        "d": "1e400",
+        "e": "[NaN]",
+        "f": 1.5,
+    }
+    refused = invoke(db, "run", "--tasks", TASKS, "echo", "--json-args", '{"a": NaN}')
+    assert "--json-args is not valid JSON: NaN is not JSON" in assert_one_line_error(refused)
+
+
 def test_run_of_a_failing_task_exits_3_with_the_failure(tmp_path: Path) -> None:
     db = tmp_path / "tasks.db"
     result = invoke(db, "run", "--tasks", TASKS, "boom", "--task-id", "b-1")

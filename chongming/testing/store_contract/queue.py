@@ -60,6 +60,22 @@ class QueueContract(ContractBase):
             assert await store.history("q-1") == [transition]
             assert (await store.get("q-1")).version == 3  # type: ignore[union-attr]
 
+    async def test_the_earliest_and_latest_not_before_come_back_aware(self) -> None:
+        """Aware ``datetime.min`` / ``max`` round-trip as they went in (PostgreSQL: ±infinity)."""
+        async with self._store() as store:
+            for task_id, when in (("min", datetime.min), ("max", datetime.max)):
+                aware = when.replace(tzinfo=T0.tzinfo)
+                snapshot, transition = _queued(task_id, not_before=aware)
+                result = await store.enqueue(snapshot, [transition])
+                stored = await store.get(task_id)
+                assert stored is not None
+                for found in (result.snapshot.not_before, stored.not_before):
+                    assert found == aware
+                    assert found is not None
+                    assert found.utcoffset() == timedelta(0)
+            taken = await store.claim("node-a", serves={"extract": [None]}, limit=10)
+            assert [t.task_id for t in taken] == ["min"]  # max: never due
+
     async def test_the_same_key_and_input_returns_the_first_task(self) -> None:
         async with self._store() as store:
             first = await self._enqueue(store, "q-1", idempotency_key="k", kwargs={"a": 1})
