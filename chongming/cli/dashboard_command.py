@@ -2,7 +2,9 @@
 
 Safe by default: it binds to 127.0.0.1; a non-loopback ``--host`` needs a
 token (``$CHONGMING_DASHBOARD_TOKEN`` or ``--token-file``) or it refuses to
-start; ``--read-only`` hides and refuses every control. The dashboard's
+start; it answers only to loopback host names unless a token is set or
+``--allowed-host`` names more (DNS rebinding); ``--read-only`` hides and
+refuses every control. The dashboard's
 controller is query-only, like every other CLI command: it never registers
 as a node and never claims commands, so stop / pause / resume travel as
 commands to the task's owner exactly as ``chongming stop`` sends them.
@@ -43,6 +45,13 @@ def dashboard(
             help="File whose first line is the access token (else $CHONGMING_DASHBOARD_TOKEN).",
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A host name the dashboard answers to besides loopback (repeatable; * any).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the web dashboard (tasks, one task, nodes and buckets, reconcile, /metrics)."""
     from chongming.cli.session import CliError
@@ -53,7 +62,12 @@ def dashboard(
         if not 0 <= port <= 65535:
             raise CliError(f"--port must be between 0 and 65535, got {port}")
         code = serve_dashboard(
-            options, host=host, port=port, read_only=read_only, token_file=token_file
+            options,
+            host=host,
+            port=port,
+            read_only=read_only,
+            token_file=token_file,
+            allowed_hosts=allowed_host,
         )
     except (CliError, ChongmingError, OSError, ValueError, ImportError) as error:
         _fail(error, options.debug)
@@ -61,23 +75,37 @@ def dashboard(
 
 
 def serve_dashboard(
-    options: Options, *, host: str, port: int, read_only: bool, token_file: Path | None
+    options: Options,
+    *,
+    host: str,
+    port: int,
+    read_only: bool,
+    token_file: Path | None,
+    allowed_hosts: list[str] | None = None,
 ) -> int:
     """Check the bind, open the store, serve until SIGINT/SIGTERM; the exit code."""
     import asyncio
 
     from chongming.cli.session import CliError
-    from chongming.web.security import InsecureBind, check_bind, load_token
+    from chongming.web.security import InsecureBind, allowed_hosts_for, check_bind, load_token
 
     try:
         token = load_token(token_file)
         check_bind(host, token)
+        allowed_hosts_for(allowed_hosts, token)  # a bad name fails here, before the bind
     except (InsecureBind, ValueError) as error:
         raise CliError(str(error)) from None
-    return asyncio.run(_serve(options, host, port, read_only, token))
+    return asyncio.run(_serve(options, host, port, read_only, token, allowed_hosts))
 
 
-async def _serve(options: Options, host: str, port: int, read_only: bool, token: str | None) -> int:
+async def _serve(
+    options: Options,
+    host: str,
+    port: int,
+    read_only: bool,
+    token: str | None,
+    allowed_hosts: list[str] | None,
+) -> int:
     import asyncio
     import sys
 
@@ -107,7 +135,9 @@ async def _serve(options: Options, host: str, port: int, read_only: bool, token:
     )
     try:
         await controller.start()  # an unreachable store fails here, before the bind
-        dashboard_app = create_app(controller, read_only=read_only, token=token)
+        dashboard_app = create_app(
+            controller, read_only=read_only, token=token, allowed_hosts=allowed_hosts
+        )
         config = uvicorn.Config(
             dashboard_app, host=host, port=port, log_level="warning", lifespan="on"
         )

@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
 
@@ -41,7 +41,13 @@ from chongming.web import board, pages, pages_ops
 from chongming.web.assets import CSS, JS
 from chongming.web.extras import need
 from chongming.web.metrics import CONTENT_TYPE, ChongmingMetrics
-from chongming.web.security import COOKIE, SECURITY_HEADERS, Guard
+from chongming.web.security import (
+    COOKIE,
+    SECURITY_HEADERS,
+    Guard,
+    host_allowed,
+    origin_matches,
+)
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -105,6 +111,20 @@ class Dashboard:
         self.app = Starlette(routes=routes, lifespan=self._lifespan)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not host_allowed(
+            _header(scope, b"host"), self._guard.allowed_hosts
+        ):
+            # A foreign Host: a page of another site whose name was made to
+            # resolve here (DNS rebinding). Nothing is read, nothing is done.
+            from starlette.responses import PlainTextResponse
+
+            refused = PlainTextResponse(
+                "this dashboard does not answer to that host name; allow it with "
+                "--allowed-host (create_app(allowed_hosts=...))",
+                status_code=421,
+            )
+            await _secure(refused)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     async def aclose(self) -> None:
@@ -152,6 +172,8 @@ class Dashboard:
                 return self._refuse(request, 403, "this dashboard needs its token")
             if self.read_only:
                 return self._refuse(request, 403, "this dashboard is read-only")
+            if not self._same_origin(request, scripts=True):
+                return self._refuse(request, 403, _CROSS_SITE)
             form = await _form(request)
             if form is None:
                 return self._refuse(request, 413, "the form is too large")
@@ -161,6 +183,19 @@ class Dashboard:
             return await self._safely(handler, request)
 
         return guarded
+
+    def _same_origin(self, request: Request, *, scripts: bool) -> bool:
+        """A POST from the dashboard's own pages (see chongming.web.security).
+
+        ``scripts``: a request with neither ``Origin`` nor ``Referer`` passes
+        when it authenticates with ``Authorization: Bearer`` (not a browser).
+        """
+        headers = request.headers
+        origin, referer = headers.get("origin"), headers.get("referer")
+        if origin is None and referer is None:
+            bearer = headers.get("authorization", "").lower().startswith("bearer ")
+            return scripts and bearer and self._guard.token_required and self._authorized(request)
+        return origin_matches(headers.get("host"), origin, referer)
 
     async def _safely(self, handler: Handler, request: Request) -> Response:
         try:
@@ -295,6 +330,8 @@ class Dashboard:
             return _secure(RedirectResponse(f"{chrome.base}/", status_code=303))
         if request.method == "GET":
             return _html(pages.login_page(chrome))
+        if not self._same_origin(request, scripts=False):
+            return self._refuse(request, 403, _CROSS_SITE)
         form = await _form(request)
         offered = None if form is None else form.get("token")
         if offered is None or not self._guard.token_matches(offered):
@@ -319,6 +356,16 @@ class Dashboard:
         from starlette.responses import Response
 
         return _asset(Response(JS, media_type="text/javascript"))
+
+
+_CROSS_SITE = "refused: this request did not come from the dashboard's own pages (Origin)"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
 
 
 def _with_waiting(snapshot: TaskSnapshot, waiting: WaitingReason | None) -> dict[str, Any]:
@@ -379,9 +426,10 @@ def describe_store(target: object) -> str:
         path = getattr(target, "path", None)
         if type(target).__name__ == "SqliteTaskStore" and isinstance(path, str):
             return f"sqlite {path}"
-        if type(target).__name__ == "PostgresTaskStore":
-            return repr(target)  # its repr redacts the DSN
-        return type(target).__name__
+        location = getattr(target, "location", None)
+        if type(target).__name__ == "PostgresTaskStore" and isinstance(location, str):
+            return location  # the DSN, its password redacted
+        return type(target).__name__  # never a repr: a store of yours may show secrets
     return "no store"
 
 
@@ -395,6 +443,7 @@ def create_app(
     num_buckets: int = 64,
     owned_buckets: frozenset[int] | None = None,
     owner: str | None = None,
+    allowed_hosts: Collection[str] | None = None,
 ) -> Dashboard:
     """The dashboard app; see the module docstring.
 
@@ -403,7 +452,10 @@ def create_app(
     shows the store-wide gauges. ``actor`` is who the history names for the
     dashboard's stop / pause / resume. ``num_buckets``, ``owned_buckets`` and
     ``owner`` configure the controller opened on a store location (what
-    reconcile judges, and under which name).
+    reconcile judges, and under which name). ``allowed_hosts``: the host
+    names it answers to besides the loopback names (``"*"``: any); by
+    default loopback names only without a token, any host with one (see
+    :mod:`chongming.web.security`).
     """
     need("starlette", "web")
     from chongming.controller.controller import Controller
@@ -425,7 +477,7 @@ def create_app(
         controller,
         owns_controller=owns,
         read_only=read_only,
-        guard=Guard(token),
+        guard=Guard(token, allowed_hosts),
         store_label=label,
         metrics=metrics if metrics is not None else ChongmingMetrics(),
         actor=actor,

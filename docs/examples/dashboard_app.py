@@ -72,7 +72,9 @@ async def demo() -> None:
     while not server.started:
         await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+    # A browser's form posts carry the page's Origin; the dashboard refuses a post without it.
+    origin = {"origin": f"http://127.0.0.1:{port}"}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=origin) as client:
         started = (await client.post("/reports/2026-10-02")).json()
         print("submitted", started["task_id"])
         while (await client.get("/ops/api/tasks/report-2026-10-02")).json()["task"][

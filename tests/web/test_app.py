@@ -38,7 +38,12 @@ async def node(db: str) -> AsyncIterator[Controller]:
 
 
 async def client_for(app: Dashboard) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://dash")
+    # A browser's form posts carry the page's Origin; so do this client's requests.
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://127.0.0.1",
+        headers={"origin": "http://127.0.0.1"},
+    )
 
 
 @pytest.fixture

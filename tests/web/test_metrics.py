@@ -49,7 +49,9 @@ async def test_a_worker_controller_counts_what_it_does(tmp_path: Path) -> None:
             await asyncio.sleep(0.01)
         app = create_app(db, metrics=metrics)  # the dashboard's /metrics shows these counters
         async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://dash"
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://127.0.0.1",
+            headers={"origin": "http://127.0.0.1"},
         ) as client:
             page = (await client.get("/tasks/e-0")).text
             csrf = page.split('name="csrf" value="')[1].split('"')[0]

@@ -38,11 +38,16 @@ async def test_the_board_lists_and_stops_a_task_held_by_another_node() -> None:
             board_store = PostgresTaskStore(dsn, schema=schema)
             app = create_app(board_store)
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://dash") as client:
+            async with httpx.AsyncClient(
+                transport=transport,
+                base_url="http://127.0.0.1",
+                headers={"origin": "http://127.0.0.1"},
+            ) as client:
                 listing = (await client.get("/")).text
                 assert "pg-1" in listing
                 assert "on postgres" in listing
-                assert "PostgresTaskStore" in listing  # its repr, password redacted
+                assert "PostgresTaskStore(" not in listing  # never a repr
+                assert f"schema={schema}" in listing  # its location, password redacted
                 page = (await client.get("/tasks/pg-1")).text
                 sent = await client.post(
                     "/control",

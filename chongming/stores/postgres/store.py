@@ -188,6 +188,16 @@ class PostgresTaskStore(ClusterLimitMethods, DurableMethods, QueueMethods, TaskS
     __str__ = __repr__
 
     @property
+    def location(self) -> str:
+        """Where the store is, as it may be shown: the DSN with its password redacted.
+
+        ``postgresql://user:***@host/db`` (plus ``schema=…`` when not the
+        default); a store on the caller's pool says so.
+        """
+        where = self._target.redacted if self._target else "PostgreSQL (the caller's pool)"
+        return where if self._schema == "chongming" else f"{where} schema={self._schema}"
+
+    @property
     def schema(self) -> str:
         return self._schema
 
