@@ -13,6 +13,7 @@ from chongming.policies.windows import ControlWindows
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun
 from chongming.task_api.spec import TaskSpec, durable_needs_store, spec_for
+from chongming.task_api.registry import check_task_name
 
 __all__ = ["run_task"]
 
@@ -21,6 +22,7 @@ async def run_task(
     fn: Callable[..., Any],
     *args: Any,
     task_id: str | None = None,
+    name: str | None = None,
     label: str | None = None,
     retry: RetryPolicy | None = None,
     timeout: Timeout | None = None,
@@ -31,6 +33,11 @@ async def run_task(
     **kwargs: Any,
 ) -> Outcome:
     """Run ``fn(ctx, *args, **kwargs)`` with retries and timeouts; return its outcome.
+
+    ``name``: the task's name in its snapshot and tables (default: the
+    function's); ``label`` defaults to it (the seed's ``name="抽取"``).
+    Neither is passed to ``fn``: give a ``name`` argument of ``fn`` through
+    ``functools.partial``.
 
     Cancellation: cancelling the caller stops the task (cooperatively, then
     as its carrier allows) before the cancellation propagates.
@@ -43,6 +50,7 @@ async def run_task(
         args,
         kwargs,
         task_id=task_id,
+        name=None if name is None else check_task_name(name),
         label=label,
         retry=retry,
         timeout=timeout,
