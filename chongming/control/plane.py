@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from chongming.clock import SYSTEM_CLOCK, Clock
 from chongming.control.commands import Apply, CommandPoller
 from chongming.control.failures import PersistFailures
 from chongming.control.node import NodeLease
@@ -61,11 +62,12 @@ class ControlPlane:
         lease_ttl: float,
         reconcile_interval: float | None,
         version: str,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.store = store
         self.owner = owner
         self.owned_buckets = owned_buckets
-        self.writer = WriteThrough(store, on_let_go=on_let_go)
+        self.writer = WriteThrough(store, on_let_go=on_let_go, clock=clock)
         self.commands = CommandPoller(
             store,
             owner=owner,

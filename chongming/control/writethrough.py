@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from chongming.clock import to_datetime
+from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.failures import PersistFailures
 from chongming.errors import DuplicateTaskId, StoreClosed, StoreError
 from chongming.run.verdict import describe_error
@@ -88,8 +87,10 @@ class WriteThrough:
         retry_initial: float = 0.05,
         retry_max: float = 2.0,
         on_let_go: Callable[[Any, str], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._store = store
+        self._clock = clock  # when the store began failing (persist_failures.failing_since)
         self._max_batch = max_batch
         self._retry_initial = retry_initial
         self._retry_max = retry_max
@@ -402,7 +403,7 @@ class WriteThrough:
             error = result.error
             self._last_error = "unknown store error" if error is None else describe_error(error)
             if self._failing_since is None:
-                self._failing_since = time.time()
+                self._failing_since = self._clock.time()
                 _log.warning("the store refuses writes (%s); keeping them", self._last_error)
                 self._release_lenient()
             if not entry.created:

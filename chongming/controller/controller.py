@@ -195,6 +195,7 @@ class Controller(PlaneCalls):
                 lease_ttl=self.lease_ttl,
                 reconcile_interval=self.reconcile_interval,
                 version=package_version(),
+                clock=self.clock,
             )
             self._host.attach(self._plane)
         self._phase = _Phase.NEW
@@ -761,7 +762,9 @@ class Controller(PlaneCalls):
             command, held=self._host.get, store=plane.store, owner=self.owner
         )
         if self._observers is not None:
-            self._observers.command_applied(command, outcome)
+            # The injected clock, as every other time of the controller (a test pins it).
+            seconds = max(0.0, self.clock.time() - command.created_at.timestamp())
+            self._observers.command_applied(command, outcome, seconds)
         return outcome
 
     async def stop_all(self, *, reason: str | None = None, actor: str = "user") -> int:

@@ -256,9 +256,8 @@ class Observers(Observer):
             for member, token in tokens:
                 _guard(member.write_ended, token, writes, seconds, results, error)
 
-    def command_applied(self, command: Command, outcome: str | None, seconds: float = 0.0) -> None:
-        if not seconds:
-            seconds = max(0.0, time.time() - command.created_at.timestamp())
+    def command_applied(self, command: Command, outcome: str | None, seconds: float) -> None:
+        """``seconds``: from the command's creation to its outcome, by the controller's clock."""
         for member in self.members:
             _guard(member.command_applied, command, outcome, seconds)
 
