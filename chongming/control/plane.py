@@ -67,6 +67,7 @@ class ControlPlane:
         self.store = store
         self.owner = owner
         self.owned_buckets = owned_buckets
+        self._clock = clock  # the controller's: what a periodic reconcile's transitions carry
         self.writer = WriteThrough(store, on_let_go=on_let_go, clock=clock)
         self.commands = CommandPoller(
             store,
@@ -239,7 +240,7 @@ class ControlPlane:
         return [changed.get(entry.task_id, entry) for entry in entries]
 
     async def _reconcile_forever(self, interval: float) -> None:
-        from chongming.clock import SYSTEM_CLOCK, to_datetime
+        from chongming.clock import to_datetime
 
         while True:
             await asyncio.sleep(interval)
@@ -248,7 +249,7 @@ class ControlPlane:
                     dry_run=False,
                     reason="periodic reconcile",
                     actor=f"reconcile:{self.owner}",
-                    at=to_datetime(SYSTEM_CLOCK.time()),
+                    at=to_datetime(self._clock.time()),
                 )
             except StoreClosed:
                 return
