@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-#: ``[text](target)`` and ``![alt](target)``; a target with a scheme or only an anchor is not a file.
+#: ``[text](target)`` and ``![alt](target)``; a URL or a bare anchor is not a file.
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
