@@ -100,7 +100,7 @@ def waiting_reason(
         else:
             fact = wait.name[len(_FACT) : -len(_DEADLINE)]
             if isinstance(wait.value, int | float) and not isinstance(wait.value, bool):
-                deadline = to_datetime(float(wait.value))
+                deadline = _when(float(wait.value))
     missing = None if served is None else unserved_key(snapshot, served)
     if sleeping is None and fact is None and held_back is None and missing is None:
         return None
@@ -145,6 +145,14 @@ def _open_wait(steps: Sequence[StepRecord]) -> StepRecord | None:
         # A later step of any kind (the fact's decision among them) means that wait ended.
         wait = step if is_wait else None
     return wait
+
+
+def _when(seconds: float) -> datetime:
+    """A recorded deadline as a datetime; one past year 9999 shows as the last instant."""
+    try:
+        return to_datetime(seconds)
+    except (ValueError, OverflowError, OSError):
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def _aware(value: datetime) -> datetime:

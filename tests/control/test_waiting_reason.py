@@ -57,6 +57,7 @@ def test_the_reason_comes_from_the_journal_not_before_and_what_is_served() -> No
         (parked, [_step("fetch", 1), _step("sleep:nap", 2, LATER.timestamp())], "sleeping until"),
         (parked, [_step("fact:paid:deadline", 1, None)], "waiting for fact 'paid', no deadline"),
         (parked, [_step("fact:a:b:deadline", 1, deadline)], "waiting for fact 'a:b' until 2026"),
+        (parked, [_step("fact:x:deadline", 1, 1e18)], "waiting for fact 'x' until 9999-12-31"),
         # The sleep ended (a later step was recorded): only not_before holds it back.
         (parked, [_step("sleep:nap", 1, 0.0), _step("after", 2)], "not before 2026-10-02T15:00"),
         (parked, [_step("fact:paid:deadline", 1), _step("fact:paid", 2)], "not before"),
