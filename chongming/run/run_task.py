@@ -12,8 +12,8 @@ from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun
-from chongming.task_api.spec import TaskSpec, durable_needs_store, spec_for
 from chongming.task_api.registry import check_task_name
+from chongming.task_api.spec import TaskSpec, durable_needs_store, spec_for
 
 __all__ = ["run_task"]
 
