@@ -38,7 +38,7 @@ from chongming.controller.enqueue import (
 from chongming.controller.host import ControllerHost
 from chongming.controller.observers import Observer, wire
 from chongming.controller.plane_calls import PlaneCalls, check_facts, send_facts
-from chongming.controller.statistics import ControllerStats, count_tasks
+from chongming.controller.statistics import ControllerStats, count_tasks, local_totals
 from chongming.controller.support import (
     all_done,
     await_to_the_end,
@@ -77,7 +77,6 @@ from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import Command, CommandKind, TaskStore
-from chongming.stores.nodes import TaskCount
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, durable_needs_store
 
@@ -670,30 +669,22 @@ class Controller(PlaneCalls):
         return result
 
     async def stats(self) -> ControllerStats:
-        """Counts now: with a store, every node's tasks as the store holds them.
-
-        The task counts (``total``, ``active``, ``by_status``, ``by_owner``)
-        are read from the store, like :meth:`list_tasks`, with this node's
-        transitions that are not written yet counted where they are; the
-        admission counts are this node's (see :class:`ControllerStats`).
+        """Counts now: with a store, the task counts are every node's, read from the store
+        (this node's unwritten transitions counted where they are); see :class:`ControllerStats`.
         """
         self._check_not_closed()
-        admission = self._host.admission()
-        if self._plane is not None:
+        if self._plane is None:
+            totals = local_totals(self._host.counts())
+        else:
             await self._open()
             counts = await self._plane.store.task_counts()
             totals = count_tasks(counts, self._plane.writer.unwritten())
-        else:
-            local = self._host.counts()
-            totals = count_tasks(
-                TaskCount(status=status, bucket=None, owner=self.owner, count=count)
-                for status, count in local.items()
-            )
+        admission = self._host.admission()
         return ControllerStats(
             total=totals.total,
             active=totals.active,
             by_status=totals.by_status,
-            by_owner=totals.by_owner if self._plane is not None else {},
+            by_owner=totals.by_owner,
             held=len(self._host),
             queued=admission.waiting,
             holding_slot=admission.running,

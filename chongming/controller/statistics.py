@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from chongming.state.status import TaskStatus
 from chongming.stores.nodes import TaskCount
 
-__all__ = ["ControllerStats", "TaskTotals", "count_tasks"]
+__all__ = ["ControllerStats", "TaskTotals", "count_tasks", "local_totals"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,3 +83,12 @@ def count_tasks(
 
 def _value(item: tuple[TaskStatus, int]) -> str:
     return item[0].value
+
+
+def local_totals(counts: Mapping[TaskStatus, int]) -> TaskTotals:
+    """Totals of a controller without a store: its own runs (no owners to tell apart)."""
+    totals = count_tasks(
+        TaskCount(status=status, bucket=None, owner=None, count=count)
+        for status, count in counts.items()
+    )
+    return dataclasses.replace(totals, by_owner={})
