@@ -51,7 +51,11 @@ async def send_command(
         raise TaskNotFound(task_id)
     while kind is CommandKind.STOP and await _unheld(store, snapshot):
         stopped, transition = apply_transition(
-            snapshot, TaskStatus.STOPPED, trigger=Trigger.USER_STOP, at=at, actor=actor,
+            snapshot,
+            TaskStatus.STOPPED,
+            trigger=Trigger.USER_STOP,
+            at=at,
+            actor=actor,
             reason=reason,
         )
         try:

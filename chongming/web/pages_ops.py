@@ -135,6 +135,8 @@ _WOULD = {
     ReconcileOutcome.ADOPTABLE: "reported (unchanged)",
     ReconcileOutcome.UNTOUCHED: "unchanged",
     ReconcileOutcome.LET_GO: "left as it is",
+    ReconcileOutcome.RESUMED: "→ back to the queue (resumed)",
+    ReconcileOutcome.WAITING: "unchanged (in the queue)",
 }
 
 
@@ -142,7 +144,8 @@ def reconcile_page(chrome: Chrome, report: ReconcileReport) -> str:
     changes = [
         entry
         for entry in report.entries
-        if entry.outcome in (ReconcileOutcome.LOST, ReconcileOutcome.REQUEUED)
+        if entry.outcome
+        in (ReconcileOutcome.LOST, ReconcileOutcome.REQUEUED, ReconcileOutcome.RESUMED)
     ]
     rows = [
         [
