@@ -173,7 +173,7 @@ class Worker:
         queued, transition = apply_transition(
             snapshot,
             TaskStatus.QUEUED,
-            trigger=Trigger.RETRY_HANDED_BACK,
+            trigger=Trigger.RETRY_RELEASED,
             at=now,
             reason="the worker closed: the retry goes to any worker that serves it",
         )

@@ -135,7 +135,7 @@ async def test_a_closing_worker_hands_its_retry_wait_task_back(
         assert (last.from_status, last.to_status, last.trigger) == (
             TaskStatus.RETRY_WAIT,
             TaskStatus.QUEUED,
-            Trigger.RETRY_HANDED_BACK,
+            Trigger.RETRY_RELEASED,
         )
 
 
