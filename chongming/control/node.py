@@ -5,6 +5,14 @@ renewed every third of its ttl, so two missed renewals still leave it alive;
 a renewal that finds the row taken by another incarnation means this node
 was replaced (it was away past its lease and another process took the owner
 name): it says so loudly and stops renewing.
+
+What a worker serves is published in its row when it registers, again as
+soon as :meth:`NodeLease.publish` is called (every registration on its
+controller calls it: a worker that registers its tasks after it started is
+a worker all the same), and checked at every renewal, so the row never
+lags what the worker claims by more than a third of the ttl. Publishing is
+a re-registration under the same incarnation (an upsert of the row, the
+lease renewed with it).
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ class NodeLease:
         #: A worker's names and versions (``name`` / ``name@N``), read when it registers.
         self.serves: Callable[[], frozenset[str]] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._changed: asyncio.Event | None = None
         self.renewals = 0
         self.replaced = False
 
@@ -66,22 +75,52 @@ class NodeLease:
         if self.serves is not None:
             self.info = dataclasses.replace(self.info, serves=self.serves())
         await self._store.register_node(self.info, ttl_seconds=self._ttl)
+        self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._renew_forever(), name="chongming:node-lease"
         )
 
+    def publish(self) -> None:
+        """What this worker serves changed: write it to the row now (not at the next renewal).
+
+        Loop thread only; before :meth:`register` it does nothing (the
+        registration publishes what is served by then).
+        """
+        if self._changed is not None:
+            self._changed.set()
+
+    def _serves_changed(self) -> frozenset[str] | None:
+        """What the row should say it serves, if that differs from what it says."""
+        if self.serves is None:
+            return None
+        serves = self.serves()
+        return None if serves == self.info.serves else serves
+
     async def renew_once(self) -> bool:
-        """One renewal; False once this node was replaced."""
+        """One renewal (publishing what is served, if it changed); False once replaced."""
         alive = await self._store.renew_node(
             self.info.owner, self.info.incarnation, ttl_seconds=self._ttl
         )
         self.renewals += 1
+        serves = self._serves_changed() if alive else None
+        if serves is not None:
+            # Still ours (the renewal matched the incarnation): the upsert keeps it so.
+            info = dataclasses.replace(self.info, serves=serves)
+            await self._store.register_node(info, ttl_seconds=self._ttl)
+            self.info = info
         return alive
 
     async def _renew_forever(self) -> None:
         interval = self._ttl / 3
+        changed = self._changed
+        assert changed is not None
         while True:
-            await asyncio.sleep(interval)
+            try:
+                async with asyncio.timeout(interval):
+                    await changed.wait()
+            except TimeoutError:
+                pass
+            changed.clear()
             try:
                 alive = await self.renew_once()
             except StoreClosed:

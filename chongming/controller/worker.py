@@ -124,6 +124,11 @@ class Worker:
     def wake(self) -> None:
         self._claims.wake()
 
+    def served_changed(self) -> None:
+        """A registration after start: the node row says so at once, and claims include it."""
+        self._plane.node.publish()
+        self._claims.wake()
+
     async def aclose(self) -> None:
         """Claim nothing more; give back what was claimed but has not started.
 
