@@ -24,7 +24,8 @@ import os
 import socket
 from collections.abc import Callable
 
-from chongming.errors import StoreClosed, StoreError
+from chongming.control.takeover import held_here, holder_is_gone, let_go_here
+from chongming.errors import NodeConflict, StoreClosed, StoreError
 from chongming.stores.base import TaskStore
 from chongming.stores.nodes import NodeInfo
 
@@ -74,11 +75,40 @@ class NodeLease:
             return
         if self.serves is not None:
             self.info = dataclasses.replace(self.info, serves=self.serves())
-        await self._store.register_node(self.info, ttl_seconds=self._ttl)
+        try:
+            await self._store.register_node(self.info, ttl_seconds=self._ttl)
+        except NodeConflict:
+            await self._take_over()
+        held_here(self.info.incarnation)
         self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._renew_forever(), name="chongming:node-lease"
         )
+
+    async def _take_over(self) -> None:
+        """The name's live lease: take it over if its process is gone on this host, else raise.
+
+        The release compares on the old incarnation, so a third process that
+        took the name meanwhile keeps it (the second registration then raises).
+        """
+        owner = self.info.owner
+        held = next((n for n in await self._store.nodes() if n.info.owner == owner), None)
+        if held is None or not held.live:
+            await self._store.register_node(self.info, ttl_seconds=self._ttl)  # it lapsed
+            return
+        old = held.info
+        if not holder_is_gone(old.host, old.pid, old.incarnation, held.started_at):
+            raise NodeConflict(owner, old.host, old.pid, lease_expires_at=held.lease_expires_at)
+        _log.warning(
+            "owner %r: taking over the lease of pid %d on this host (%s), which is gone "
+            "(it did not release it: killed?); it would have lapsed at %s",
+            owner,
+            old.pid,
+            old.host,
+            held.lease_expires_at.isoformat(),
+        )
+        await self._store.release_node(owner, old.incarnation)
+        await self._store.register_node(self.info, ttl_seconds=self._ttl)
 
     def publish(self) -> None:
         """What this worker serves changed: write it to the row now (not at the next renewal).
@@ -147,6 +177,7 @@ class NodeLease:
             await task
         except asyncio.CancelledError:
             pass
+        let_go_here(self.info.incarnation)
         if not self.replaced:
             try:
                 await self._store.release_node(self.info.owner, self.info.incarnation)
