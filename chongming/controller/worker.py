@@ -317,7 +317,8 @@ class Worker:
             run = self._make_run(spec, stored)
             run.adopt(stored, history)
         except (ChongmingError, ValueError) as error:
-            await self._refuse(stored, f"cannot run it here: {error}")
+            queued_by = history[-1].trigger if history else None
+            await self._refuse(stored, f"cannot run it here: {error}", queued_by)
             return
         try:
             self._host.register(run)
@@ -384,7 +385,9 @@ class Worker:
             # Still ours in the store: reconcile sees a dead owner's starting task (lost).
             _log.warning("could not give %r back to the queue: %s", task_id, error)
 
-    async def _refuse(self, stored: TaskSnapshot, message: str) -> None:
+    async def _refuse(
+        self, stored: TaskSnapshot, message: str, queued_by: str | None = None
+    ) -> None:
         """End a claimed task that cannot start: ``starting``, then ``failed`` (launch_error)."""
         failure = Failure(kind=FailureKind.LAUNCH_ERROR, message=message, retryable=False)
         now = datetime.now(UTC)
@@ -392,7 +395,7 @@ class Worker:
         starting = stored
         if stored.status is TaskStatus.QUEUED:  # a claim that started it wrote this one
             starting, first = apply_transition(
-                stored, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=now
+                stored, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=now, queued_by=queued_by
             )
             steps.append(first)
         failed, second = apply_transition(
