@@ -30,7 +30,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -390,7 +390,7 @@ class Worker:
     ) -> None:
         """End a claimed task that cannot start: ``starting``, then ``failed`` (launch_error)."""
         failure = Failure(kind=FailureKind.LAUNCH_ERROR, message=message, retryable=False)
-        now = datetime.now(UTC)
+        now = to_datetime(self._time())
         steps = []
         starting = stored
         if stored.status is TaskStatus.QUEUED:  # a claim that started it wrote this one
@@ -413,13 +413,14 @@ class Worker:
 
 async def _patiently(call: Callable[[], Awaitable[_T]], patience: float = GIVE_BACK_PATIENCE) -> _T:
     """``call()``, tried again while the store is unreachable, for ``patience`` seconds."""
-    deadline = time.monotonic() + patience
+    loop = asyncio.get_running_loop()  # the loop's clock: virtual time in tests moves it
+    deadline = loop.time() + patience
     delay = 0.1
     while True:
         try:
             return await call()
         except StoreUnavailable:
-            if time.monotonic() + delay > deadline:
+            if loop.time() + delay > deadline:
                 raise
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
