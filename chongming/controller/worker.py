@@ -358,8 +358,8 @@ class Worker:
         waiting, first = apply_transition(
             stored, TaskStatus.RETRY_WAIT, trigger=Trigger.RETRY_SCHEDULED, at=now, reason=reason
         )
-        queued, second = apply_transition(
-            waiting, TaskStatus.QUEUED, trigger=Trigger.RETRY_DUE, at=now
+        queued, second = apply_transition(  # its next start continues the attempt count
+            waiting, TaskStatus.QUEUED, trigger=Trigger.START_GIVEN_BACK, at=now
         )
         store, task_id = self._plane.store, stored.task_id
         try:

@@ -4,10 +4,12 @@
 them: it goes up when a task enters ``starting``, unless the task was
 queued by a **park** (``runtime:parked``: a durable task gave its slot back
 for a long sleep or fact wait) or a **resume** (``reconcile:resumed``: a
-durable task whose worker died goes back to the queue). Both continue the
-attempt they interrupted — the replay picks it up where it stopped — so a
-task never shows an attempt above its maximum, and a task that parked three
-times is still on its first attempt. Resumes are bounded by ``max_resumes``
+durable task whose worker died goes back to the queue), or by a worker
+that gave back a start its claim wrote but it never launched
+(``runtime:start_given_back``). They continue the attempt they interrupted
+(the replay picks it up where it stopped), so a task never shows an
+attempt above its maximum, and a task that parked three times is still on
+its first attempt. Resumes are bounded by ``max_resumes``
 and counted from the history, as parks are (:func:`count_runs`).
 
 Pure: no I/O, no clock. The stores' claims apply the same rule in SQL (the
@@ -25,8 +27,9 @@ from chongming.state.triggers import Trigger
 
 __all__ = ["CONTINUES_ATTEMPT", "RunCounts", "count_runs", "starts_attempt"]
 
-#: Triggers of a ``-> queued`` whose next start continues the attempt it interrupted.
-CONTINUES_ATTEMPT = frozenset({Trigger.PARKED, Trigger.RESUMED})
+#: Triggers of a ``-> queued`` whose next start continues the attempt it interrupted
+#: (a start its claimer gave back without launching it was no attempt either).
+CONTINUES_ATTEMPT = frozenset({Trigger.PARKED, Trigger.RESUMED, Trigger.START_GIVEN_BACK})
 
 
 def starts_attempt(queued_by: str | None) -> bool:
