@@ -12,11 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from chongming import Controller, ExponentialBackoff, RetryPolicy, TaskStatus
 from chongming.cli.display import describe_snapshot
-from chongming.control import durable
 from chongming.state.attempts import count_runs
 from tests.conftest import FAST
 from tests.control.both_stores import StoreMaker, stores, where
@@ -38,19 +35,19 @@ async def parks_then_fails_once(ctx: Any) -> str:
     return f"done on attempt {ctx.attempt}"
 
 
-@pytest.fixture
-def parks_fast(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(durable, "PARK_AFTER", 0.1)
-
-
 async def test_parks_continue_the_attempt_and_leave_the_retry_budget_whole(
-    where: object, stores: StoreMaker, parks_fast: None
+    where: object, stores: StoreMaker
 ) -> None:
     FAILED_ONCE.clear()
     async with Controller(store=stores.make(where), owner="client") as client:
         queued = await client.enqueue("parks_then_fails_once", task_id="p-1")
         worker = Controller(
-            store=stores.make(where), owner="w-1", work=True, poll_interval=0.05, windows=FAST
+            store=stores.make(where),
+            owner="w-1",
+            work=True,
+            poll_interval=0.05,
+            windows=FAST,
+            park_threshold=0.1,  # each 0.3 s nap parks
         )
         worker.register(
             "parks_then_fails_once", parks_then_fails_once, durable=True, retry=RETRY_ONCE
