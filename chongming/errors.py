@@ -49,6 +49,11 @@ the fields instead of parsing text.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
 __all__ = [
     "AdmissionStateError",
     "CheckpointMisuse",
@@ -241,12 +246,21 @@ def _name(value: object) -> str:
 class NodeConflict(StoreError):
     """A live node already holds this owner name: two nodes must never share one."""
 
-    def __init__(self, owner: str, host: str, pid: int) -> None:
+    def __init__(
+        self, owner: str, host: str, pid: int, *, lease_expires_at: datetime | None = None
+    ) -> None:
         self.owner = owner
         self.host = host
         self.pid = pid
+        self.lease_expires_at = lease_expires_at
+        until = ""
+        if lease_expires_at is not None:
+            until = (
+                f" until {lease_expires_at.isoformat()} unless it renews (if that node is"
+                " gone, the name is free then)"
+            )
         super().__init__(
-            f"owner {owner!r} is already held by a live node (host {host!r}, pid {pid}); "
+            f"owner {owner!r} is already held by a live node (host {host!r}, pid {pid}){until}; "
             "give this node another --owner, or stop the other one"
         )
 

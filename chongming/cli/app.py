@@ -411,9 +411,10 @@ def _control(
             else:
                 await controller.resume(task_id, reason=reason)
                 issued = True
-            if not issued:
-                snapshot = await controller.get(task_id)
-        if issued:
+            snapshot = await controller.get(task_id)
+        if issued and snapshot.status.value == "stopped":
+            text = f"{task_id} stopped (nobody held it: written to the store)"
+        elif issued:
             text = f"{kind} requested for {task_id} (addressed to {snapshot.owner or 'any node'})"
         else:
             text = f"{task_id} already ended ({snapshot.status.value}); nothing sent"

@@ -235,6 +235,7 @@ def buckets_json(report: BucketReport, owned: frozenset[int] | None) -> dict[str
             {
                 "bucket": row.bucket,
                 "owners": list(row.owners),
+                "ranged": list(row.ranged),
                 "tasks": row.tasks,
                 "active": row.active,
                 "mine": owned is not None and row.bucket in owned,
@@ -247,6 +248,8 @@ def buckets_json(report: BucketReport, owned: frozenset[int] | None) -> dict[str
         "orphaned": [row.bucket for row in report.orphaned],
         "unbucketed_active": report.unbucketed_active,
         "unserved": dict(report.unserved),
+        "shared": list(report.shared),
+        "mismatched": dict(report.mismatched),
     }
 
 
@@ -278,6 +281,17 @@ def buckets_text(report: BucketReport, owned: frozenset[int] | None) -> str:
         f"orphaned: {format_bucket_ranges(orphaned) or 'none'}; "
         f"unfinished tasks without a bucket: {report.unbucketed_active}"
     )
+    if report.shared:
+        lines.append(
+            f"    shared pool (no --owned-buckets: every bucket, claims never overlap): "
+            f"{escape_text(', '.join(report.shared))}"
+        )
+    if report.mismatched:
+        found = ", ".join(f"{owner} ({n})" for owner, n in sorted(report.mismatched.items()))
+        lines.append(
+            f"    num_buckets differs from {report.num_buckets} on live nodes: "
+            f"{escape_text(found)}; one key lands in different buckets on them"
+        )
     if report.unserved:
         lines.append(_unserved_line(report.unserved))
     return "\n".join(lines)

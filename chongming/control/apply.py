@@ -3,16 +3,31 @@
 Applying goes through the same calls as a local ``stop`` / ``pause`` /
 ``resume``, so a command can do nothing a local caller could not; the
 outcome text is recorded on the command for whoever sent it.
+
+A stop of a task that nobody holds — ``queued`` with no owner (enqueued and
+not claimed yet, ``not_before`` in the future, a durable task parked in a
+long sleep or a fact wait) or with an owner whose node lease has lapsed —
+is not a command at all: no node would ever apply it, and the task would
+later be claimed and run. It is written at once, ``queued -> stopped``
+(``user:stop``), as one compare-and-set on the version read; a claim that
+took the task meanwhile makes the write miss, and the stop then goes to the
+new holder as a command. ``True`` therefore always means the store says
+``stopped`` already or a live holder was asked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from chongming.errors import TaskNotFound
+from chongming.errors import TaskNotFound, VersionConflict
 from chongming.run.defaults import new_task_id
+from chongming.state.machine import apply_transition
+from chongming.state.records import TaskSnapshot
+from chongming.state.status import TaskStatus
+from chongming.state.triggers import Trigger
 from chongming.stores.base import Command, CommandKind, TaskStore
 
 __all__ = ["apply_command", "send_command"]
@@ -27,10 +42,37 @@ async def send_command(
     actor: str,
     at: datetime,
 ) -> bool:
-    """Address a command to the task's owner; False when the store shows it ended."""
+    """Address a command to the task's owner; False when the store shows it ended.
+
+    A stop of a queued task nobody holds is written, not sent (see the module docstring).
+    """
     snapshot = await store.get(task_id)
     if snapshot is None:
         raise TaskNotFound(task_id)
+    while kind is CommandKind.STOP and await _unheld(store, snapshot):
+        stopped, transition = apply_transition(
+            snapshot,
+            TaskStatus.STOPPED,
+            trigger=Trigger.USER_STOP,
+            at=at,
+            actor=actor,
+            reason=reason,
+        )
+        try:
+            await store.save(
+                dataclasses.replace(stopped, owner=None),
+                expect_version=snapshot.status_version,
+                transitions=[transition],
+            )
+            return True
+        except VersionConflict:
+            pass  # claimed (or moved) meanwhile: judge it again as it is now
+        now = await store.get(task_id)
+        if now is None:
+            raise TaskNotFound(task_id)
+        if (now.status, now.status_version) == (TaskStatus.STOPPED, stopped.status_version):
+            return True  # our write landed; its reply was lost
+        snapshot = now
     if snapshot.is_terminal:
         return False
     await store.submit_command(
@@ -45,6 +87,16 @@ async def send_command(
         )
     )
     return True
+
+
+async def _unheld(store: TaskStore, snapshot: TaskSnapshot) -> bool:
+    """``queued`` with no owner, or with an owner whose node lease is not live."""
+    if snapshot.status is not TaskStatus.QUEUED:
+        return False
+    if snapshot.owner is None:
+        return True
+    live = {node.info.owner for node in await store.nodes() if node.live}
+    return snapshot.owner not in live
 
 
 async def apply_command(

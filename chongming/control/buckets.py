@@ -1,10 +1,23 @@
 """The bucket report: who owns each bucket, what it holds, what nobody checks otherwise.
 
-Two misconfigurations make no noise on their own: a bucket owned by two live
-nodes (its tasks may run twice: both accept submits into it and both
-reconcile it) and a bucket holding unfinished tasks with no live owner (they
-pile up silently). The report names both, from the node rows and the task
-counts in the store.
+What a default fleet owns: a node started without ``owned_buckets`` owns
+every bucket *as one of a shared pool*. Workers of one queue are such a pool:
+their claims are atomic and every reconcile write is a compare-and-set, so
+N of them over the same buckets is the intended layout, not a fault, and
+the report does not flag it. A node given ``owned_buckets`` declares a
+partition: its range is meant to be its own.
+
+Three misconfigurations make no noise on their own, and the report names
+them from the node rows and the task counts in the store:
+
+- a bucket in the declared ranges of two live nodes (**owned twice**: the
+  ranges were meant to partition the buckets, and both nodes accept submits
+  into it and reconcile it; no task runs twice for it, since every claim
+  and reconcile write compares, but the partition is not what was meant);
+- a bucket holding unfinished tasks with no live owner (**orphaned**: they
+  pile up silently);
+- live nodes that disagree on ``num_buckets`` (**mismatched**: one key maps
+  to different buckets on them).
 """
 
 from __future__ import annotations
@@ -29,13 +42,15 @@ class BucketRow:
     """One bucket: its live owners, and its tasks (all, and unfinished)."""
 
     bucket: int
-    owners: tuple[str, ...]
+    owners: tuple[str, ...]  # every live node owning it: declared ranges and the shared pool
     tasks: int
     active: int
+    ranged: tuple[str, ...] = ()  # the live owners whose declared owned_buckets hold it
 
     @property
     def owned_twice(self) -> bool:
-        return len(self.owners) > 1
+        """In the declared ranges of two live nodes (a partition that overlaps)."""
+        return len(self.ranged) > 1
 
     @property
     def orphaned(self) -> bool:
@@ -50,6 +65,10 @@ class BucketReport:
     unbucketed_active: int = 0  # unfinished tasks submitted without a bucket key
     #: ``name@N`` -> queued tasks no live worker serves (they wait, visibly).
     unserved: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    #: Live nodes owning every bucket as a shared pool (no ``owned_buckets``).
+    shared: tuple[str, ...] = ()
+    #: Live nodes whose ``num_buckets`` differs from the report's, with theirs.
+    mismatched: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def owned_twice(self) -> list[BucketRow]:
@@ -81,12 +100,22 @@ def report_buckets(
     """
     nodes = list(nodes)
     owners: dict[int, list[str]] = {}
+    ranged: dict[int, list[str]] = {}
+    shared: list[str] = []
+    mismatched: dict[str, int] = {}
     for node in nodes:
         if not node.live:
             continue
+        name = node.info.owner
+        if node.info.num_buckets != num_buckets:
+            mismatched[name] = node.info.num_buckets
         owned = node.info.owned_buckets
+        if owned is None:
+            shared.append(name)
         for bucket in range(num_buckets) if owned is None else owned:
-            owners.setdefault(bucket, []).append(node.info.owner)
+            owners.setdefault(bucket, []).append(name)
+            if owned is not None:
+                ranged.setdefault(bucket, []).append(name)
     tasks: dict[int, int] = {}
     active: dict[int, int] = {}
     unbucketed = 0
@@ -104,6 +133,7 @@ def report_buckets(
             owners=tuple(sorted(owners.get(bucket, ()))),
             tasks=tasks.get(bucket, 0),
             active=active.get(bucket, 0),
+            ranged=tuple(sorted(ranged.get(bucket, ()))),
         )
         for bucket in sorted(set(owners) | set(tasks))
     )
@@ -112,4 +142,6 @@ def report_buckets(
         rows=rows,
         unbucketed_active=unbucketed,
         unserved=unserved_counts(waiting, served_by_live_nodes(nodes)),
+        shared=tuple(sorted(shared)),
+        mismatched=mismatched,
     )

@@ -27,12 +27,14 @@ from chongming.control.reconcile import (
     ReconcileOutcome,
     ReconcileReport,
     lost_write,
+    parked_detail,
     plan_reconcile,
+    requeue_retry_write,
     resume_write,
     resumes_so_far,
 )
 from chongming.control.writethrough import WriteThrough
-from chongming.errors import StoreClosed, StoreError
+from chongming.errors import StoreClosed, StoreError, VersionConflict
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
@@ -129,7 +131,10 @@ class ControlPlane:
         snapshots = await self.store.query(TaskQuery(statuses=ACTIVE_STATUSES))
         by_id = {snapshot.task_id: snapshot for snapshot in snapshots}
         entries = plan_reconcile(snapshots, nodes, owned_buckets=self.owned_buckets)
-        entries = await self._requeue(entries, by_id, dry_run=dry_run)
+        entries = await self._requeue(
+            entries, by_id, dry_run=dry_run, reason=reason, actor=actor, at=at
+        )
+        entries = await self._explain_parked(entries, by_id)
         lost = [entry for entry in entries if entry.outcome is ReconcileOutcome.LOST]
         resumable = await self._durable_plans(lost, by_id)
         if dry_run:
@@ -209,14 +214,26 @@ class ControlPlane:
         }
 
     async def _requeue(
-        self, entries: list[ReconcileEntry], by_id: dict[str, TaskSnapshot], *, dry_run: bool
+        self,
+        entries: list[ReconcileEntry],
+        by_id: dict[str, TaskSnapshot],
+        *,
+        dry_run: bool,
+        reason: str | None,
+        actor: str,
+        at: datetime,
     ) -> list[ReconcileEntry]:
-        """Give back the enqueued, claimed, never started tasks of dead workers."""
+        """Give back what dead workers held of enqueued tasks and nobody else would move.
+
+        A claimed, never started ``queued`` task: its claim is released. A
+        ``retry_wait`` one (its retry timer died with its worker): ``->
+        queued``, unowned, claimable now, so the retry it was owed runs.
+        """
         candidates = [
             entry
             for entry in entries
             if entry.outcome is ReconcileOutcome.ADOPTABLE
-            and entry.was is TaskStatus.QUEUED
+            and entry.was in (TaskStatus.QUEUED, TaskStatus.RETRY_WAIT)
             and entry.owner is not None
         ]
         if not candidates:
@@ -229,15 +246,63 @@ class ControlPlane:
                 continue  # submitted on its node: its recipe is nobody else's to run
             owner = entry.owner
             assert owner is not None
-            version = by_id[entry.task_id].status_version
-            if dry_run or await self.store.release_claim(entry.task_id, owner, version):
-                outcome, detail = ReconcileOutcome.REQUEUED, "given back to the queue"
+            snapshot = by_id[entry.task_id]
+            if entry.was is TaskStatus.RETRY_WAIT:
+                given_back = dry_run or await self._requeue_retry(
+                    snapshot, reason=reason, actor=actor, at=at, detail=entry.detail
+                )
+                done = "its retry goes back to the queue"
+            else:
+                version = snapshot.status_version
+                given_back = dry_run or await self.store.release_claim(
+                    entry.task_id, owner, version
+                )
+                done = "given back to the queue"
+            if given_back:
+                outcome, detail = ReconcileOutcome.REQUEUED, done
             else:
                 outcome, detail = ReconcileOutcome.LET_GO, "the task moved on meanwhile"
             changed[entry.task_id] = dataclasses.replace(
                 entry, outcome=outcome, detail=f"{entry.detail}; {detail}"
             )
         return [changed.get(entry.task_id, entry) for entry in entries]
+
+    async def _explain_parked(
+        self, entries: list[ReconcileEntry], by_id: dict[str, TaskSnapshot]
+    ) -> list[ReconcileEntry]:
+        """Say which waiting tasks are parked, and until when (one read of their histories)."""
+        back = [
+            entry.task_id
+            for entry in entries
+            if entry.outcome is ReconcileOutcome.WAITING and by_id[entry.task_id].attempt > 0
+        ]
+        if not back:
+            return entries
+        histories = await self.store.histories(back)
+        changed: dict[str, ReconcileEntry] = {}
+        for task_id in back:
+            history = histories.get(task_id) or []
+            if history and history[-1].trigger == Trigger.PARKED:
+                detail = parked_detail(by_id[task_id], history[-1])
+                changed[task_id] = dataclasses.replace(
+                    next(e for e in entries if e.task_id == task_id), detail=detail
+                )
+        return [changed.get(entry.task_id, entry) for entry in entries]
+
+    async def _requeue_retry(
+        self, snapshot: TaskSnapshot, *, reason: str | None, actor: str, at: datetime, detail: str
+    ) -> bool:
+        """``retry_wait -> queued`` for a dead worker's task; False if it moved meanwhile."""
+        queued, transition = requeue_retry_write(
+            snapshot, at=at, actor=actor, reason=reason, detail=detail
+        )
+        try:
+            await self.store.save(
+                queued, expect_version=snapshot.status_version, transitions=[transition]
+            )
+        except VersionConflict:
+            return False
+        return True
 
     async def _reconcile_forever(self, interval: float) -> None:
         from chongming.clock import to_datetime

@@ -8,11 +8,19 @@ For every unfinished task in the buckets this node owns:
   running pausing paused stopping``) → **lost**: nobody can know how far it
   got (trigger ``reconcile:lease_expired``);
 - the lease expired and no carrier existed (``pending blocked queued
-  retry_wait``) → **adoptable**: reported, state unchanged (nothing ran);
+  retry_wait``) → **adoptable**: reported, state unchanged (nothing runs);
 - of those, a ``queued`` task that was *enqueued* (its first transition is
   ``orchestrator:enqueued``) and claimed by the dead worker → **requeued**:
   its claim is given back (owner cleared, no transition: nothing happened to
   it), so any worker that serves it takes it;
+- and an enqueued task the dead worker held in ``retry_wait`` (its retry
+  timer died with it) → **requeued** too: ``retry_wait -> queued``
+  (``reconcile:retry_handed_back``, no owner, claimable at once), so any
+  worker that serves it runs the retry it was owed;
+- a ``queued`` task with no owner is in the work queue (enqueued and not
+  claimed yet, due later, or a durable task parked in a long sleep or fact
+  wait): nobody has to adopt it → **waiting**, reported with when it is
+  claimable, never as adoptable;
 - the write of ``lost`` met another version (the owner came back and moved
   the task first) → **let go**: the owner's word stands;
 - a *durable* task (it has a run row) whose attempt was lost while
@@ -49,7 +57,9 @@ __all__ = [
     "ReconcileOutcome",
     "ReconcileReport",
     "lost_write",
+    "parked_detail",
     "plan_reconcile",
+    "requeue_retry_write",
     "resume_write",
     "resumes_so_far",
 ]
@@ -62,6 +72,7 @@ class ReconcileOutcome(enum.StrEnum):
     LET_GO = "let_go"
     REQUEUED = "requeued"
     RESUMED = "resumed"
+    WAITING = "waiting"  # in the work queue, unowned: any worker serving it claims it
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,6 +121,10 @@ class ReconcileReport:
     def resumed(self) -> list[ReconcileEntry]:
         return self.of(ReconcileOutcome.RESUMED)
 
+    @property
+    def waiting(self) -> list[ReconcileEntry]:
+        return self.of(ReconcileOutcome.WAITING)
+
 
 def plan_reconcile(
     snapshots: Iterable[TaskSnapshot],
@@ -131,6 +146,9 @@ def plan_reconcile(
         if owned_buckets is not None and bucket is not None and bucket not in owned_buckets:
             continue
         owner = snapshot.owner
+        if owner is None and snapshot.status is TaskStatus.QUEUED:
+            entries.append(_entry(snapshot, ReconcileOutcome.WAITING, _in_the_queue(snapshot)))
+            continue
         node = nodes.get(owner) if owner is not None else None
         if node is not None and node.live:
             detail = f"owner {owner!r} is alive (lease until {node.lease_expires_at:%H:%M:%S})"
@@ -140,8 +158,57 @@ def plan_reconcile(
         if snapshot.status in CARRIER_STATUSES:
             entries.append(_entry(snapshot, ReconcileOutcome.LOST, f"{why}; outcome unknown"))
         else:
-            entries.append(_entry(snapshot, ReconcileOutcome.ADOPTABLE, f"{why}; it never started"))
+            entries.append(
+                _entry(snapshot, ReconcileOutcome.ADOPTABLE, f"{why}; {_idle(snapshot)}")
+            )
     return entries
+
+
+def _in_the_queue(snapshot: TaskSnapshot) -> str:
+    """Where an unowned queued task stands: due now, due later, or parked until a time."""
+    served = snapshot.name if snapshot.version is None else f"{snapshot.name}@{snapshot.version}"
+    until = snapshot.not_before
+    if until is None:
+        when = "claimable now"
+    elif snapshot.attempt > 0:
+        when = f"back after attempt {snapshot.attempt}, claimable from {until.isoformat()}"
+    else:
+        when = f"claimable from {until.isoformat()}"
+    return f"in the work queue, {when} by any worker serving {served}"
+
+
+def parked_detail(snapshot: TaskSnapshot, parked: Transition) -> str:
+    """The detail of a waiting task whose last move was a park (``runtime:parked``)."""
+    served = snapshot.name if snapshot.version is None else f"{snapshot.name}@{snapshot.version}"
+    why = parked.reason or "claimable later"
+    return (
+        f"in the work queue, parked after attempt {snapshot.attempt} (a durable sleep or "
+        f"fact wait): {why}, by any worker serving {served}"
+    )
+
+
+def _idle(snapshot: TaskSnapshot) -> str:
+    """What a task without a carrier was doing when its owner went away."""
+    if snapshot.status is TaskStatus.RETRY_WAIT:
+        return f"attempt {snapshot.attempt} failed; it was waiting out its retry backoff"
+    if snapshot.attempt > 0:
+        return f"not running (attempt {snapshot.attempt} ended)"
+    return "it never started"
+
+
+def requeue_retry_write(
+    snapshot: TaskSnapshot, *, at: datetime, actor: str, reason: str | None, detail: str
+) -> tuple[TaskSnapshot, Transition]:
+    """A dead worker's ``retry_wait`` task back in the queue, claimable now, owned by nobody."""
+    queued, transition = apply_transition(
+        snapshot,
+        TaskStatus.QUEUED,
+        trigger=Trigger.RETRY_HANDED_BACK,
+        at=at,
+        actor=actor,
+        reason=reason or f"{detail}; the retry goes to any worker that serves it",
+    )
+    return dataclasses.replace(queued, owner=None, not_before=None), transition
 
 
 def lost_write(

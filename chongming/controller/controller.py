@@ -355,7 +355,7 @@ class Controller(PlaneCalls):
             getattr(base, "durable", False) if durable is None else durable
         ):
             raise durable_needs_store(name, _NO_STORE)
-        return self.registry.register(
+        spec = self.registry.register(
             name,
             fn,
             tags=tags,
@@ -367,11 +367,20 @@ class Controller(PlaneCalls):
             durable=durable,
             max_resumes=max_resumes,
         )
+        self._served_changed()
+        return spec
 
     def register_module(self, module: ModuleType) -> list[str]:
         """Register every ``@task`` function defined in ``module``."""
         self._check_not_closed()
-        return self.registry.register_module(module)
+        names = self.registry.register_module(module)
+        self._served_changed()
+        return names
+
+    def _served_changed(self) -> None:
+        """A worker registered more after it started: publish it and claim it now."""
+        if self._worker is not None:
+            self._worker.served_changed()
 
     # -- submit ----------------------------------------------------------------------
 

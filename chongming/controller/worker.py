@@ -60,6 +60,8 @@ _T = TypeVar("_T")
 
 #: How long giving back a claim (or a start) this node will not run waits for the store.
 GIVE_BACK_PATIENCE = 30.0
+#: How long a closing worker waits for a retry_wait to be stored before handing it back.
+HAND_BACK_WAIT = 5.0
 
 
 class Worker:
@@ -122,8 +124,19 @@ class Worker:
     def wake(self) -> None:
         self._claims.wake()
 
+    def served_changed(self) -> None:
+        """A registration after start: the node row says so at once, and claims include it."""
+        self._plane.node.publish()
+        self._claims.wake()
+
     async def aclose(self) -> None:
-        """Claim nothing more, and give back what was claimed but has not started."""
+        """Claim nothing more; give back what was claimed but has not started.
+
+        That includes a claimed task waiting out a retry backoff here: it goes
+        back to the queue (``retry_wait -> queued``, no owner, claimable when
+        its backoff ends), so another worker runs the retry it was owed
+        instead of the closing host stopping it.
+        """
         self._host.on_finished = None
         await self._claims.aclose()
         store = self._plane.store
@@ -131,6 +144,9 @@ class Worker:
             if run.adopted is None or run.holds_slot:
                 continue
             status = run.status
+            if status is TaskStatus.RETRY_WAIT:
+                await self._hand_back_retry(run)
+                continue
             if status is not TaskStatus.QUEUED and status is not TaskStatus.STARTING:
                 continue
             snapshot = run.snapshot
@@ -144,6 +160,37 @@ class Worker:
             except ChongmingError as error:
                 # Still ours in the store: reconcile sees a dead owner's queued task.
                 _log.warning("could not give %r back to the queue: %s", run.task_id, error)
+
+    async def _hand_back_retry(self, run: TaskRun) -> None:
+        """A claimed task in ``retry_wait`` on a closing worker: back to the queue, unowned."""
+        try:  # the store must hold its retry_wait before the hand-back can compare on it
+            async with asyncio.timeout(HAND_BACK_WAIT):
+                durable = await self._plane.writer.durable(run, run.status_version)
+        except TimeoutError:
+            durable = False
+        if not durable or run.status is not TaskStatus.RETRY_WAIT:
+            return  # left to the closing host, as any run it holds
+        due = run.retry_due_at
+        snapshot = run.snapshot
+        self._host.forget(run)  # its retry timer cancelled: the retry is not ours any more
+        self._plane.writer.forget(run)
+        now = to_datetime(self._time())
+        queued, transition = apply_transition(
+            snapshot,
+            TaskStatus.QUEUED,
+            trigger=Trigger.RETRY_RELEASED,
+            at=now,
+            reason="the worker closed: the retry goes to any worker that serves it",
+        )
+        not_before = None if due is None else to_datetime(due)
+        queued = dataclasses.replace(queued, owner=None, not_before=not_before)
+        try:
+            await self._plane.store.save(
+                queued, expect_version=snapshot.status_version, transitions=[transition]
+            )
+        except ChongmingError as error:
+            # Still ours in the store: reconcile requeues a dead worker's retry_wait task.
+            _log.warning("could not give %r back to the queue: %s", run.task_id, error)
 
     def serves(self) -> Serves:
         """Every registered name with the versions registered for it."""
@@ -270,7 +317,8 @@ class Worker:
             run = self._make_run(spec, stored)
             run.adopt(stored, history)
         except (ChongmingError, ValueError) as error:
-            await self._refuse(stored, f"cannot run it here: {error}")
+            queued_by = history[-1].trigger if history else None
+            await self._refuse(stored, f"cannot run it here: {error}", queued_by)
             return
         try:
             self._host.register(run)
@@ -310,8 +358,8 @@ class Worker:
         waiting, first = apply_transition(
             stored, TaskStatus.RETRY_WAIT, trigger=Trigger.RETRY_SCHEDULED, at=now, reason=reason
         )
-        queued, second = apply_transition(
-            waiting, TaskStatus.QUEUED, trigger=Trigger.RETRY_DUE, at=now
+        queued, second = apply_transition(  # its next start continues the attempt count
+            waiting, TaskStatus.QUEUED, trigger=Trigger.START_GIVEN_BACK, at=now
         )
         store, task_id = self._plane.store, stored.task_id
         try:
@@ -337,7 +385,9 @@ class Worker:
             # Still ours in the store: reconcile sees a dead owner's starting task (lost).
             _log.warning("could not give %r back to the queue: %s", task_id, error)
 
-    async def _refuse(self, stored: TaskSnapshot, message: str) -> None:
+    async def _refuse(
+        self, stored: TaskSnapshot, message: str, queued_by: str | None = None
+    ) -> None:
         """End a claimed task that cannot start: ``starting``, then ``failed`` (launch_error)."""
         failure = Failure(kind=FailureKind.LAUNCH_ERROR, message=message, retryable=False)
         now = to_datetime(self._time())
@@ -345,7 +395,7 @@ class Worker:
         starting = stored
         if stored.status is TaskStatus.QUEUED:  # a claim that started it wrote this one
             starting, first = apply_transition(
-                stored, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=now
+                stored, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=now, queued_by=queued_by
             )
             steps.append(first)
         failed, second = apply_transition(

@@ -268,6 +268,18 @@ class RunLifecycle:
         return self._holds_slot
 
     @property
+    def retry_due_at(self) -> float | None:
+        """When the backoff of this run's ``retry_wait`` ends (its clock's seconds), else None.
+
+        A closing worker hands a claimed task waiting for its retry back to
+        the queue with this as its ``not_before``.
+        """
+        timer = self._retry_timer
+        if timer is None or self._record.status is not RETRY_WAIT:
+            return None
+        return self._time() + max(0.0, timer.when() - asyncio.get_running_loop().time())
+
+    @property
     def progress(self) -> Progress | None:
         return self._progress
 

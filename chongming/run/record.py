@@ -20,6 +20,7 @@ from chongming.clock import to_datetime
 from chongming.errors import InvalidTransition
 from chongming.run.history import STATUS_VALUE, Step, extend_records
 from chongming.run.statuses import PENDING, QUEUED, RUNNING, STARTING
+from chongming.state.attempts import CONTINUES_ATTEMPT
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.table import TRANSITIONS
@@ -109,8 +110,10 @@ class RunRecord:
     ) -> TaskStatus:
         """Apply ``status -> target``; return the previous status.
 
-        Entering ``starting`` begins a new attempt. Raises
-        :class:`InvalidTransition` (changing nothing) when the table forbids it.
+        Entering ``starting`` begins a new attempt, unless a park or a resume
+        queued the task (it continues the attempt they interrupted; see
+        :mod:`chongming.state.attempts`). Raises :class:`InvalidTransition`
+        (changing nothing) when the table forbids it.
         """
         current = self.status
         if target not in _ALLOWED[current]:
@@ -118,7 +121,9 @@ class RunRecord:
         version = self.version + 1
         self.version = version
         if target is STARTING:
-            self.attempt += 1
+            history = self.history
+            if not history or history[-1][4] not in CONTINUES_ATTEMPT:
+                self.attempt += 1
         self.history += (
             (
                 version,

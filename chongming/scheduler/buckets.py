@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from chongming.errors import ConfigurationError, PayloadError
 
-__all__ = ["BucketPolicy", "format_bucket_ranges", "parse_bucket_ranges"]
+__all__ = ["BucketPolicy", "buckets_for_node", "format_bucket_ranges", "parse_bucket_ranges"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,6 +47,29 @@ class BucketPolicy:
             raise PayloadError("bucket_key", "contains a lone surrogate") from None
         digest = hashlib.blake2b(data, digest_size=8).digest()
         return int.from_bytes(digest, "big") % self.num_buckets
+
+
+def buckets_for_node(index: int, count: int, num_buckets: int) -> range:
+    """Node ``index`` of ``count``'s contiguous share of ``num_buckets`` (a partition).
+
+    Every bucket goes to exactly one node and the shares differ by at most
+    one bucket: with 64 buckets and 4 nodes, node 0 owns 0-15, node 3 owns
+    48-63. Give each node of a partitioned fleet ``owned_buckets=`` (or
+    ``--owned-buckets``) its share.
+    """
+    _check_num_buckets(num_buckets)
+    for name, value in (("index", index), ("count", count)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(f"buckets_for_node: {name} must be an int, got {value!r}")
+    if not 1 <= count <= num_buckets:
+        raise ConfigurationError(
+            f"buckets_for_node: count must be from 1 to num_buckets ({num_buckets}), got {count}"
+        )
+    if not 0 <= index < count:
+        raise ConfigurationError(
+            f"buckets_for_node: index must be from 0 to count - 1 ({count - 1}), got {index}"
+        )
+    return range(index * num_buckets // count, (index + 1) * num_buckets // count)
 
 
 def parse_bucket_ranges(text: str, num_buckets: int) -> frozenset[int]:

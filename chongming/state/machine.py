@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
+from chongming.state.attempts import starts_attempt
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.table import check_transition
@@ -27,15 +28,20 @@ def apply_transition(
     at: datetime,
     actor: str = "system",
     reason: str | None = None,
+    queued_by: str | None = None,
 ) -> tuple[TaskSnapshot, Transition]:
     """The snapshot after ``snapshot.status -> target`` and the transition recording it.
 
     Raises :class:`~chongming.errors.InvalidTransition` when the table forbids
-    the move. Entering ``starting`` begins a new attempt.
+    the move. Entering ``starting`` begins a new attempt, unless the task was
+    queued (``queued_by``: that transition's trigger) by a park or a resume,
+    which continue the attempt they interrupted (:mod:`chongming.state.attempts`).
     """
     check_transition(snapshot.status, target)
     version = snapshot.status_version + 1
-    attempt = snapshot.attempt + 1 if target is TaskStatus.STARTING else snapshot.attempt
+    attempt = snapshot.attempt
+    if target is TaskStatus.STARTING and starts_attempt(queued_by):
+        attempt += 1
     transition = Transition(
         task_id=snapshot.task_id,
         version=version,

@@ -33,5 +33,8 @@ class Trigger:
     SHUTDOWN = "runtime:shutdown"
     LEASE_EXPIRED = "reconcile:lease_expired"
     RESUMED = "reconcile:resumed"  # a durable task back in the queue after a lost attempt
+    RETRY_HANDED_BACK = "reconcile:retry_handed_back"  # a dead worker's retry_wait task requeued
+    RETRY_RELEASED = "runtime:retry_released"  # a closing worker's retry_wait task requeued
+    START_GIVEN_BACK = "runtime:start_given_back"  # a claimed start this node did not launch
     SLEEPING = "runtime:sleeping"  # a durable task parks for a long sleep or wait
     PARKED = "runtime:parked"  # back in the queue, claimable from its wake-up time

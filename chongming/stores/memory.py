@@ -258,8 +258,13 @@ class InMemoryTaskStore(TaskStore):
         )
         started = []
         for task in claimed:  # nothing awaited since the claim took them: one atomic step
+            queued_by = self._history[task.task_id].get(task.status_version)
             moved, transition = apply_transition(
-                task, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=at
+                task,
+                TaskStatus.STARTING,
+                trigger=Trigger.DISPATCH,
+                at=at,
+                queued_by=None if queued_by is None else queued_by.trigger,
             )
             self._tasks[task.task_id] = moved
             self._append([transition])

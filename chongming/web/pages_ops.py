@@ -40,8 +40,16 @@ def nodes_page(chrome: Chrome, view: NodesView) -> str:
     for row in report.owned_twice:
         warnings.append(
             f'<div class="warning" data-warning="owned-twice">bucket {row.bucket} is '
-            f"<strong>owned twice</strong> by live nodes {e(', '.join(row.owners))}: both accept "
-            "submits into it and both reconcile it; give each bucket one owner.</div>"
+            f"<strong>owned twice</strong>: it is in the declared ranges (owned_buckets) of "
+            f"live nodes {e(', '.join(row.ranged))}. Ranges are meant to partition the buckets; "
+            "both nodes accept submits into it and reconcile it (no task runs twice for it). "
+            "Give each node its own range, or declare none on any node for a shared pool.</div>"
+        )
+    for owner, theirs in sorted(report.mismatched.items()):
+        warnings.append(
+            f'<div class="warning" data-warning="mismatched">live node {e(owner)} uses '
+            f"<strong>{theirs} buckets</strong>, this dashboard {report.num_buckets}: one key "
+            "lands in different buckets on them; give every node the same num_buckets.</div>"
         )
     for row in report.orphaned:
         warnings.append(
@@ -135,6 +143,8 @@ _WOULD = {
     ReconcileOutcome.ADOPTABLE: "reported (unchanged)",
     ReconcileOutcome.UNTOUCHED: "unchanged",
     ReconcileOutcome.LET_GO: "left as it is",
+    ReconcileOutcome.RESUMED: "→ back to the queue (resumed)",
+    ReconcileOutcome.WAITING: "unchanged (in the queue)",
 }
 
 
@@ -142,7 +152,8 @@ def reconcile_page(chrome: Chrome, report: ReconcileReport) -> str:
     changes = [
         entry
         for entry in report.entries
-        if entry.outcome in (ReconcileOutcome.LOST, ReconcileOutcome.REQUEUED)
+        if entry.outcome
+        in (ReconcileOutcome.LOST, ReconcileOutcome.REQUEUED, ReconcileOutcome.RESUMED)
     ]
     rows = [
         [

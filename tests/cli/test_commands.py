@@ -193,6 +193,7 @@ def test_buckets_star_owned_twice_and_json(db: Path) -> None:
     assert seven == {
         "bucket": 7,
         "owners": ["n1", "n2"],
+        "ranged": ["n1", "n2"],
         "tasks": 1,
         "active": 0,
         "mine": True,

@@ -258,6 +258,8 @@ async def test_a_dead_workers_durable_task_resumes_on_a_live_worker(tmp_path: Pa
         final = await store.get("r-1")
     assert final is not None
     assert final.owner == "w-1"
+    # A resume continues the lost attempt: it spends no retry (it was counted as one).
+    assert final.attempt == 1
     assert RAN == {"fetch": 1}  # only the new step ("load") ran: the dead one's two replayed
     lost = [t for t in history if t.trigger == Trigger.LEASE_EXPIRED]
     assert [(t.from_status, t.to_status) for t in lost] == [
@@ -402,7 +404,9 @@ async def test_a_long_sleep_parks_the_task_off_its_slot_and_it_comes_back(tmp_pa
             finals = [await q.wait(timeout=30) for q in queued]
         history = await client.history("p-0")
     assert [f.status for f in finals] == [TaskStatus.SUCCEEDED] * 8
-    assert sorted(woke) == [2] * 8  # each came back as a second attempt, after its wake time
+    # each came back after its wake time, continuing its first attempt (a park is no retry)
+    assert sorted(woke) == [1] * 8
+    assert {f.attempt for f in finals} == {1}
     steps = [(t.from_status.value, t.to_status.value, t.trigger) for t in history]
     assert ("running", "retry_wait", "runtime:sleeping") in steps
     assert ("retry_wait", "queued", "runtime:parked") in steps

@@ -15,7 +15,7 @@ def test_the_copy_survives_its_worker_and_is_recorded_once() -> None:
         lines,
         [
             "worker-a killed mid-copy",
-            "status succeeded on worker-b, attempt 2",
+            "status succeeded on worker-b, attempt 1",  # a resume continues the attempt
             "  running -> retry_wait by reconcile:lease_expired",
             "  retry_wait -> queued by reconcile:resumed",
             "copy identical: True",

@@ -163,3 +163,5 @@ async def test_a_claim_given_back_while_the_store_blinks_is_not_stranded(
             final = await tasks[1].wait(timeout=10)
     assert blinked == ["b", "b"]  # its give-back met the store away twice, then went through
     assert (final.status, final.owner) == (TaskStatus.SUCCEEDED, "w-1")
+    # The start it gave back was no attempt: the one that ran is attempt 1 (issue 22, case 9).
+    assert final.attempt == 1

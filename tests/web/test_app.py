@@ -315,3 +315,25 @@ async def test_no_dsn_password_is_shown(tmp_path: Path) -> None:
     assert response.status_code == 503
     assert "s3cret-pw" not in response.text
     assert "user:***@127.0.0.1" in response.text
+
+
+async def test_the_reconcile_dry_run_shows_resumed_and_waiting_tasks(
+    tmp_path: Path, db: str
+) -> None:
+    """Issue 22, case 13: a dry run with a resumable durable task raised KeyError; the work
+    queue's unowned tasks were listed "adoptable … it never started"."""
+    from tests.control.test_durable import _plant_dead_attempt
+
+    await _plant_dead_attempt(Path(db), "durable-1")  # a dead worker's durable attempt
+    async with Controller(store=db, owner="client") as client:
+        await client.enqueue("nobody-serves-this", task_id="in-the-queue")
+    app = create_app(db, owner="board")
+    async with await client_for(app) as client:
+        response = await client.get("/reconcile")
+    await app.aclose()
+    assert response.status_code == 200
+    dry = response.text
+    assert "→ back to the queue (resumed)" in dry
+    assert "unchanged (in the queue)" in dry
+    assert "in the work queue, claimable now" in dry
+    assert "never started" not in dry

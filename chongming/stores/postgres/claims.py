@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from chongming.errors import StoreError
+from chongming.state.attempts import CONTINUES_ATTEMPT
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
@@ -42,6 +43,8 @@ _COLUMNS = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
 _RETURNING = ", ".join(f"t.{name}" for name, _ in SNAPSHOT_COLUMNS)
 _HISTORY = ("version", "from_status", "to_status", "at", "trigger", "actor", "reason", "attempt")
 _QUEUED, _STARTING = TaskStatus.QUEUED, TaskStatus.STARTING
+#: A start after a park or a resume continues its attempt (chongming.state.attempts).
+_CONTINUES = ", ".join(f"'{trigger}'" for trigger in sorted(CONTINUES_ATTEMPT))
 
 
 def _chosen(schema: str, exclude: int | None) -> str:
@@ -83,7 +86,11 @@ def started_sql(schema: str, *, exclude: bool) -> str:
     return (
         f"WITH chosen AS ({_chosen(schema, 8 if exclude else None)}),"
         f" started AS (UPDATE {schema}.tasks AS t SET owner = $1, status = 'starting',"
-        " status_version = t.status_version + 1, attempt = t.attempt + 1,"
+        " status_version = t.status_version + 1,"
+        " attempt = t.attempt + CASE WHEN EXISTS (SELECT 1 FROM"
+        f" {schema}.transitions AS q WHERE q.task_id = t.task_id"
+        f" AND q.version = t.status_version AND q.trigger IN ({_CONTINUES}))"
+        " THEN 0 ELSE 1 END,"
         " updated_at = $7::timestamptz"
         f" FROM chosen WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}),"
         f" recorded AS (INSERT INTO {schema}.transitions (task_id, {', '.join(_HISTORY)})"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chongming.errors import DuplicateTaskId, IdempotencyConflict
+from chongming.state.attempts import CONTINUES_ATTEMPT
 from chongming.state.records import Transition
 from chongming.state.triggers import Trigger
 from chongming.stores.codec import dump
@@ -152,9 +153,13 @@ def claim_tasks(
     ]
 
 
+#: A start after a park or a resume continues its attempt (chongming.state.attempts).
+_CONTINUES = ", ".join(f"'{trigger}'" for trigger in sorted(CONTINUES_ATTEMPT))
 _TAKE_STARTED = (
     "UPDATE tasks SET owner = ?1, status = 'starting', status_version = status_version + 1,"
-    " attempt = attempt + 1, updated_at = ?2"
+    " attempt = attempt + CASE WHEN EXISTS (SELECT 1 FROM transitions AS q"
+    " WHERE q.task_id = tasks.task_id AND q.version = tasks.status_version"
+    f" AND q.trigger IN ({_CONTINUES})) THEN 0 ELSE 1 END, updated_at = ?2"
     " WHERE task_id = ?3 AND status = 'queued' AND owner IS NULL"
 )
 _RECORD_START = (

@@ -289,6 +289,31 @@ class QueueContract(ContractBase):
             rest = await store.claim("node-b", serves=_SERVES, limit=10)
             assert [t.task_id for t in rest] == ["q-3", "gpu"]
 
+    async def test_a_start_after_a_park_or_a_resume_continues_its_attempt(self) -> None:
+        """``attempt`` counts retries only: a park or a resume continues the attempt."""
+        async with self._store() as store:
+            await self._enqueue(store, "p-1")
+            at = T0 + timedelta(minutes=1)
+            [claimed] = await store.claim_started("node-a", serves=_SERVES, limit=1, at=at)
+            snapshot = claimed.snapshot
+            assert snapshot.attempt == 1
+            for queued_by in ("runtime:parked", "reconcile:resumed", "runtime:retry_due"):
+                running, a = next_step(snapshot, _S.RUNNING, trigger="executor:launched")
+                waiting, b = next_step(running, _S.RETRY_WAIT, trigger="runtime:sleeping")
+                queued, c = next_step(waiting, _S.QUEUED, trigger=queued_by, owner=None)
+                await store.save(
+                    queued, expect_version=snapshot.status_version, transitions=[a, b, c]
+                )
+                at += timedelta(minutes=1)
+                [claimed] = await store.claim_started("node-b", serves=_SERVES, limit=1, at=at)
+                snapshot = claimed.snapshot
+                assert claimed.history[-1].attempt == snapshot.attempt
+                assert await store.get("p-1") == snapshot
+            # one attempt, continued by a park and a resume; then a retry began the second
+            assert snapshot.attempt == 2
+            starts = [t.attempt for t in await store.history("p-1") if t.to_status is _S.STARTING]
+            assert starts == [1, 1, 1, 2]
+
     async def test_claimers_starting_what_they_race_for_never_take_a_task_twice(self) -> None:
         async with self._store() as store:
             for n in range(30):
