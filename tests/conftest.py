@@ -69,6 +69,22 @@ THREAD_GRACE = 2.0
 _THREADS_BEFORE = pytest.StashKey[set[threading.Thread]]()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Escape lone surrogates in captured output before a report leaves its process.
+
+    Tests feed hostile text (``"\\udcff"``) through code that logs it, and
+    pytest-xdist's wire cannot carry a lone surrogate: the worker would die
+    sending the report (``make test`` runs in several processes). Escaped the
+    way a terminal shows them, nothing is lost.
+    """
+    report.sections = [(name, _printable(content)) for name, content in report.sections]
+
+
+def _printable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     item.stash[_THREADS_BEFORE] = set(threading.enumerate())
