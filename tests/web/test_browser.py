@@ -39,9 +39,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 REQUIRED = os.environ.get("CHONGMING_REQUIRE_BROWSER", "") not in ("", "0")
-#: One browser and one dashboard for the whole module (a module fixture): its
-#: tests stay in one process under ``make test``'s parallel run.
-pytestmark = pytest.mark.xdist_group("browser")
 EVIL = "<script>window.__pwned = 1</script><img src=x onerror='window.__pwned = 2'>\u202egnp.exe"
 
 if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
