@@ -44,6 +44,7 @@ from chongming.errors import (
     StoreUnavailable,
     TaskCancelled,
 )
+from chongming.executors.base import ThreadBaseException, call_guarded, ends_its_carrier
 from chongming.run.verdict import storable_text
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import (
@@ -55,6 +56,7 @@ from chongming.stores.durable import (
     StepRecord,
 )
 from chongming.task_api.journal import EffectInfo, ParkRequest
+from chongming.task_api.step_threads import StepThreads
 
 __all__ = ["PARK_AFTER", "Journal", "JournalGate", "check_park_threshold"]
 
@@ -99,6 +101,7 @@ class Journal:
         "park_threshold",
         "parkable",
         "task_id",
+        "threads",
     )
 
     def __init__(
@@ -124,6 +127,8 @@ class Journal:
         self.parkable = False
         #: A sleep or fact wait with this long (seconds) or more to go parks, if parkable.
         self.park_threshold = PARK_AFTER
+        #: Plain functions of this attempt on worker threads: its end waits for them.
+        self.threads = StepThreads()
 
     @property
     def replaying(self) -> bool:
@@ -171,9 +176,10 @@ class Journal:
         if recorded is not None:
             return _replay(recorded)
         try:
-            value = await self._call(fn, args, kwargs)
-        except (TaskCancelled, asyncio.CancelledError):
-            raise  # a stop is not the step's outcome: nothing is recorded
+            value = await self._call(fn, args, kwargs, label=f"step {_label((name, occurrence))!r}")
+        except (TaskCancelled, asyncio.CancelledError, ThreadBaseException):
+            # A stop is not the step's outcome, nor a SystemExit: nothing is recorded.
+            raise
         except Exception as error:
             stored = await self._record(
                 StepRecord(
@@ -218,7 +224,7 @@ class Journal:
             found = await _through_outages(lambda: self._store.get_fact(self.task_id, name))
             value: Any = None if found is None else {"fact": found.payload}
             if value is None and check is not None:
-                checked = await self._call(check, (), {})
+                checked = await self._call(check, (), {}, label=f"check of fact {name!r}")
                 if checked is not None and checked is not False:
                     value = {"fact": checked}
             if value is None and deadline is not None and SYSTEM_CLOCK.time() + offset >= deadline:
@@ -287,7 +293,7 @@ class Journal:
         if state.done:
             return state.result
         info = EffectInfo(idempotency_key=f"{self.task_id}:{op_key}", resumed=state.resumed)
-        result = await self._call(fn, (info, *args), kwargs)
+        result = await self._call(fn, (info, *args), kwargs, label=f"effect {op_key!r}")
         try:
             return await self._fenced(
                 lambda: self._store.finish_effect(self.task_id, self.epoch, op_key, result, commit)
@@ -297,12 +303,46 @@ class Journal:
             raise (cause if cause is not None else error) from None
 
     async def _call(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        label: str,
     ) -> Any:
-        """Await a coroutine function here; run a plain one on the host's worker threads."""
+        """Await a coroutine function here; run a plain one on the host's worker threads.
+
+        A plain one is counted in :attr:`threads` until its thread really
+        returns, not until this await ends: a cancelled await abandons the
+        thread, and the attempt's end waits for it. A ``SystemExit`` (or any
+        ``BaseException`` of the function's own) comes out as
+        :class:`ThreadBaseException`, so it can end neither the loop nor a
+        gathered task's parent; it is not recorded as the step's outcome.
+        """
         if inspect.iscoroutinefunction(fn):
-            return await fn(*args, **kwargs)
-        result = await self._sync(fn, args, kwargs)
+            try:
+                return await fn(*args, **kwargs)
+            except BaseException as error:
+                if ends_its_carrier(error):
+                    raise ThreadBaseException(error) from error
+                raise
+        threads = self.threads
+        call = threads.begin(label)
+
+        def tracked() -> Any:
+            if not call.enter():
+                call.leave()  # its awaiter gave up before this thread took it
+                return None
+            try:
+                return call_guarded(fn, *args, **kwargs)
+            finally:
+                call.leave()
+
+        try:
+            result = await self._sync(tracked, (), {})
+        except BaseException:
+            threads.abandon(call)  # cancelled: counted until its thread returns
+            raise
         if inspect.isawaitable(result):
             return await result
         return result

@@ -15,15 +15,25 @@ the runtime may truthfully record:
 from __future__ import annotations
 
 import abc
+import asyncio
 import enum
 from collections.abc import Callable
 from typing import Any
 
+from chongming.errors import FencingError
 from chongming.state.records import Failure
 from chongming.task_api.context import TaskContext
+from chongming.task_api.journal import ParkRequest
 from chongming.task_api.signals import CarrierKind
 
-__all__ = ["CarrierFailure", "Executor", "StopSemantics", "ThreadBaseException"]
+__all__ = [
+    "CarrierFailure",
+    "Executor",
+    "StopSemantics",
+    "ThreadBaseException",
+    "call_guarded",
+    "ends_its_carrier",
+]
 
 
 class StopSemantics(enum.Enum):
@@ -36,12 +46,45 @@ class ThreadBaseException(Exception):
     """A ``BaseException`` such as ``SystemExit`` raised by task code in a carrier.
 
     It is turned into an ordinary failure so it can neither kill the worker
-    nor unwind the event loop.
+    nor unwind the event loop (see :func:`ends_its_carrier` for which).
     """
 
     def __init__(self, original: BaseException) -> None:
         self.original_type = type(original).__name__
         super().__init__(f"{self.original_type}: {original}")
+
+
+#: The ``BaseException``\ s that are the runtime's own: cancellation, a durable
+#: task parking, a replaced attempt fenced off. Task code lets them through.
+_RUNTIME_OWN = (asyncio.CancelledError, ParkRequest, FencingError)
+
+
+def ends_its_carrier(error: BaseException) -> bool:
+    """Whether ``error``, raised by task code, would end whatever runs it.
+
+    ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` and any other
+    ``BaseException`` that is not an ``Exception`` and not the runtime's own
+    (``_RUNTIME_OWN``). Raised out of a worker thread or an asyncio task it
+    would stop the event loop; the runtime turns it into a failure of the
+    attempt instead (not retried: it will not get better).
+    """
+    return not isinstance(error, Exception) and not isinstance(error, _RUNTIME_OWN)
+
+
+def call_guarded(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; a :func:`ends_its_carrier` error comes out wrapped.
+
+    Wrapped in :class:`ThreadBaseException`, an ``Exception``, it fails the
+    call like any error instead of unwinding the thread or the loop.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except Exception:
+        raise
+    except BaseException as error:
+        if ends_its_carrier(error):
+            raise ThreadBaseException(error) from error
+        raise
 
 
 class CarrierFailure(Exception):

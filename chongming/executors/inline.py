@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chongming.executors.base import Executor, StopSemantics, ThreadBaseException
+from chongming.executors.base import Executor, StopSemantics, call_guarded
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind
 
@@ -36,14 +36,9 @@ class InlineExecutor(Executor):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        try:
-            return fn(context, *args, **kwargs)
-        except Exception:
-            raise
-        except KeyboardInterrupt:
-            raise  # the operator pressed Ctrl-C on this very thread
-        except BaseException as error:  # SystemExit, GeneratorExit from task code
-            raise ThreadBaseException(error) from error
+        # SystemExit, KeyboardInterrupt, GeneratorExit of task code become failures:
+        # the loop's own SIGINT handling (asyncio.run, `chongming worker`) ends a program.
+        return call_guarded(fn, context, *args, **kwargs)
 
     def __repr__(self) -> str:
         return "InlineExecutor()"

@@ -20,7 +20,7 @@ import anyio
 import anyio.to_thread
 
 from chongming.errors import ConfigurationError, ExecutorClosed, NeverStarted
-from chongming.executors.base import Executor, StopSemantics, ThreadBaseException
+from chongming.executors.base import Executor, StopSemantics, call_guarded
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind
 
@@ -71,9 +71,11 @@ class ThreadExecutor(Executor):
         """``fn(*args, **kwargs)`` on one of these threads: a durable task's plain step.
 
         Bounded by the same ``max_workers`` as the sync tasks, and waited for
-        by :meth:`aclose` like them.
+        by :meth:`aclose` like them. A ``SystemExit`` (or another
+        ``BaseException`` of the function's own) comes back as
+        :class:`~chongming.executors.base.ThreadBaseException`: it cannot end the loop.
         """
-        return await self._on_a_thread(functools.partial(fn, *args, **kwargs))
+        return await self._on_a_thread(functools.partial(call_guarded, fn, *args, **kwargs))
 
     async def _on_a_thread(self, work: Callable[[], Any]) -> Any:
         """``work()`` on a worker thread under this loop's limiter, counted as in flight."""
@@ -106,9 +108,4 @@ def _call(
 ) -> Any:
     if not context.enter_carrier():
         raise NeverStarted(f"task {context.task_id!r} was stopped before a worker thread took it")
-    try:
-        return fn(context, *args, **kwargs)
-    except Exception:
-        raise
-    except BaseException as error:  # SystemExit, KeyboardInterrupt, GeneratorExit
-        raise ThreadBaseException(error) from error
+    return call_guarded(fn, context, *args, **kwargs)  # SystemExit & co. become failures

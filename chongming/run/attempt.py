@@ -39,6 +39,8 @@ class Attempt:
         "_cancel_timer",
         "_gate",
         "_grace_timer",
+        "_held",
+        "_hold_timer",
         "_listener",
         "_loop",
         "_watch_timer",
@@ -82,6 +84,9 @@ class Attempt:
         self._watch_timer: asyncio.TimerHandle | None = None
         self._grace_timer: asyncio.TimerHandle | None = None
         self._cancel_timer: asyncio.TimerHandle | None = None
+        #: The end the driver reported while a step's thread still ran (see _settle).
+        self._held: Verdict | None = None
+        self._hold_timer: asyncio.TimerHandle | None = None
 
     @property
     def stop_semantics(self) -> StopSemantics | None:
@@ -175,11 +180,10 @@ class Attempt:
             if task is not None:
                 task.uncancel()
             self._finish(cancelled=True)
-        except (KeyboardInterrupt, SystemExit) as error:
-            # Only coroutines get here (carriers wrap these); record, then let it end the loop.
-            self._finish(error=error)
-            raise
         except BaseException as error:
+            # SystemExit, KeyboardInterrupt, GeneratorExit raised by a coroutine task
+            # fail its attempt like any error: task code ends neither the worker
+            # nor its loop (carriers turn them into ThreadBaseException themselves).
             self._finish(error=error)
         else:
             self._finish(returned=True, value=value)
@@ -228,10 +232,66 @@ class Attempt:
             )
         if verdict.kind is _SUCCEEDED:
             verdict = _check_result(verdict, self.context, self.plan.max_payload_bytes)
-        self._report(verdict)
+        self._settle(verdict)
+
+    # -- step threads: one live copy of a step's body ----------------------------
+
+    def _settle(self, verdict: Verdict) -> None:
+        """Report ``verdict`` once no plain step function of this attempt still runs.
+
+        A durable task's coroutine may end (cancelled by a stop, a timeout or a
+        shutdown; or returning, having given up on a step) while a plain
+        function a step handed to a worker thread still runs: the thread cannot
+        be cancelled. Saying ``stopped``, or letting a retry or another worker
+        start the same step beside it, would be untrue. So the end waits for
+        those threads: after a timeout (or any end the runtime did not force)
+        for up to ``stop_grace``, as a thread task gets; after a stop's grace
+        or a host's cancellation at once. A thread still running then makes
+        the attempt ``lost``, as for a thread task.
+        """
+        journal = None if self.context is None else self.context.journal
+        threads = None if journal is None else getattr(journal, "threads", None)
+        if threads is None or not threads.running:
+            self._report(verdict)
+            return
+        force = self.force
+        window = (
+            self.plan.windows.stop_grace
+            if force is None or force.kind is ForceKind.TIMEOUT
+            else 0.0
+        )
+        self._held = verdict
+        self._cancel_timers()
+        if window <= 0:
+            self._threads_outlived()
+            return
+        self._hold_timer = self._loop.call_later(window, self._threads_outlived)
+        threads.when_idle(self._threads_done)
+
+    def _threads_done(self) -> None:
+        held = self._held
+        if held is not None and not self.finished:
+            self._report(held)
+
+    def _threads_outlived(self) -> None:
+        """The held end is not the truth any more: a step's thread outlived it."""
+        self._hold_timer = None
+        held = self._held
+        if held is None or self.finished:
+            return
+        journal = None if self.context is None else self.context.journal
+        threads = getattr(journal, "threads", None)
+        running = ", ".join(threads.running) if threads is not None else "a step"
+        message = (
+            f"{_ended_how(self.force, held)}, but the plain function of {running} was "
+            "still running on its worker thread; it was abandoned and may still be running"
+        )
+        failure = Failure(kind=FailureKind.LOST, message=message, retryable=False)
+        self._report(Verdict(kind=VerdictKind.LOST, failure=failure))
 
     def _report(self, verdict: Verdict) -> None:
         self.finished = True
+        self._held = None
         self._cancel_timers()
         self.signals.detach()
         self.task = None
@@ -255,6 +315,9 @@ class Attempt:
     def _grace_expired(self) -> None:
         self._grace_timer = None
         if self.finished:
+            return
+        if self._held is not None:
+            self._threads_outlived()  # a stop's grace is over: no more waiting for a step
             return
         base = self.force or Force(kind=ForceKind.STOP)
         self._force(dataclasses.replace(base, cancelled=True))
@@ -345,6 +408,21 @@ class Attempt:
         if self._cancel_timer is not None:
             self._cancel_timer.cancel()
             self._cancel_timer = None
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+
+
+def _ended_how(force: Force | None, held: Verdict) -> str:
+    """How the coroutine of an attempt ended, for a ``lost`` message."""
+    if force is None:
+        return f"the task ended ({held.kind.value})"
+    if force.kind is ForceKind.TIMEOUT:
+        kind = "idle" if force.timeout_kind is FailureKind.TIMEOUT_IDLE else "per attempt"
+        return f"the attempt timed out ({kind})"
+    if force.kind is ForceKind.STOP:
+        return "the stop's grace window ran out"
+    return "the host closed"
 
 
 def _check_result(verdict: Verdict, context: TaskContext | None, limit: int | None) -> Verdict:

@@ -12,7 +12,12 @@ import enum
 from typing import NamedTuple
 
 from chongming.errors import CheckpointMisuse, NondeterminismError, TaskCancelled
-from chongming.executors.base import CarrierFailure, StopSemantics, ThreadBaseException
+from chongming.executors.base import (
+    CarrierFailure,
+    StopSemantics,
+    ThreadBaseException,
+    ends_its_carrier,
+)
 from chongming.state.records import Failure, FailureKind, JsonValue
 
 __all__ = [
@@ -130,7 +135,8 @@ def judge(
         # longer matches its durable record will not get better.
         retryable=not isinstance(
             error, ThreadBaseException | CheckpointMisuse | NondeterminismError
-        ),
+        )
+        and not ends_its_carrier(error),
     )
     return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
 

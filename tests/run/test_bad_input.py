@@ -80,6 +80,29 @@ async def test_base_exceptions_in_a_thread_become_failures(error: BaseException)
     assert (await run_task(lambda ctx: 1)).ok
 
 
+@pytest.mark.parametrize("error", [SystemExit(3), KeyboardInterrupt(), GeneratorExit()])
+async def test_base_exceptions_of_a_coroutine_or_inline_become_failures(
+    error: BaseException,
+) -> None:
+    """Task code ends neither the loop nor the worker (was: re-raised into the loop)."""
+
+    async def coroutine(ctx) -> None:  # type: ignore[no-untyped-def]
+        raise error
+
+    def inline(ctx) -> None:  # type: ignore[no-untyped-def]
+        raise error
+
+    from chongming import RetryPolicy
+
+    for fn, executor in ((coroutine, None), (inline, InlineExecutor())):
+        outcome = await run_task(fn, executor=executor, retry=RetryPolicy(max_attempts=3))
+        assert outcome.status is S.FAILED
+        assert outcome.failure is not None
+        assert outcome.failure.exception_type == type(error).__name__
+        assert (outcome.failure.retryable, outcome.attempts) == (False, 1)
+    assert (await run_task(lambda ctx: 1)).ok
+
+
 async def test_system_exit_inline_becomes_a_failure() -> None:
     def raiser(ctx) -> None:  # type: ignore[no-untyped-def]
         sys.exit(2)
