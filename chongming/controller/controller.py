@@ -44,7 +44,7 @@ from chongming.controller.support import (
     await_to_the_end,
     let_go,
     package_version,
-    wait_runs,
+    wait_left,
 )
 from chongming.controller.support import owned_buckets as check_owned
 from chongming.controller.worker import Worker, worker_of
@@ -287,21 +287,31 @@ class Controller(PlaneCalls):
                 self._closed.set_result(None)
 
     async def _shutdown(self, grace: float, close_store: bool) -> None:
+        """Close in reverse: claims, then what waits, then what runs (after ``grace``).
+
+        A worker hands back what it claimed (``ControllerHost.hands_back``):
+        an unstarted claim or a retry wait goes back to the queue at once; a
+        run still going when the grace is over is handed back once its
+        attempt really ended (durable: cancelled, to replay elsewhere; else
+        stopped, and back only with an attempt left). The rest is stopped.
+        """
         reason = "the controller is closing"
         if self._worker is not None:
-            await self._worker.aclose()  # claim nothing more
+            self._host.closing = True  # from now on, a claimed run goes back, not on here
+            await self._worker.aclose()  # claim nothing more; unstarted claims go back
         self._pipelines.shutdown(reason)  # nodes not started: cancelled, not stopped
         for run in self._host.runs():
-            if run.status in (_S.QUEUED, _S.PENDING, _S.BLOCKED, _S.RETRY_WAIT):
+            waiting = run.status in (_S.QUEUED, _S.PENDING, _S.BLOCKED, _S.RETRY_WAIT)
+            if waiting and not run.hand_back(reason):
                 run.shutdown(reason)
-        running = [run for run in self._host.runs() if not run.done]
+        running = [run for run in self._host.runs() if not run.done and not run.handed_back]
         if running and grace > 0:
-            await wait_runs(running, grace)
+            await wait_left(running, grace)
         for run in running:
-            if not run.done:
+            if not run.done and not run.handed_back and not run.hand_back(reason):
                 run.shutdown(reason)
         bound = self.windows.stop_grace + self.windows.cancel_window + 0.5
-        await wait_runs([run for run in running if not run.done], bound)
+        await wait_left(running, bound)
         await self._host.aclose(self.windows.cancel_window)
         if self._cluster is not None:
             await self._cluster.aclose()  # every slot back before the node lets go

@@ -50,6 +50,7 @@ class ControllerHost:
         "_runs",
         "_tasks",
         "_threads",
+        "closing",
         "keep_finished",
         "observer",
         "on_demand",
@@ -93,6 +94,8 @@ class ControllerHost:
         self.on_demand: Callable[[Collection[str]], None] | None = None
         #: Metrics, traces (controller/observers.py): sees every run, transition and attempt.
         self.observer: Observers | None = None
+        #: A closing worker: its claimed runs go back to the queue (see :meth:`hands_back`).
+        self.closing = False
 
     def attach(self, plane: ControlPlane) -> None:
         """Write every transition through ``plane`` from now on."""
@@ -200,6 +203,11 @@ class ControllerHost:
                     _log.warning("waking parked task %r: %s", run.task_id, error)
         if self.on_finished is not None:
             self.on_finished()  # a worker: claim again, a slot is free
+
+    def hands_back(self, run: HostedRun) -> bool:
+        """A closing worker hands back what it claimed (a run submitted here is its caller's)."""
+        claimed = getattr(run, "adopted", None) is not None
+        return self.closing and self._plane is not None and claimed
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         if self.observer is not None:

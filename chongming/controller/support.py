@@ -19,6 +19,7 @@ __all__ = [
     "let_go",
     "owned_buckets",
     "package_version",
+    "wait_left",
     "wait_runs",
 ]
 
@@ -70,6 +71,13 @@ async def all_done(runs: list[Any]) -> None:
     for run in pending:
         run.add_done_callback(count_down)
     await asyncio.shield(finished)
+
+
+async def wait_left(runs: list[Any], seconds: float) -> None:
+    """Wait up to ``seconds`` until this node is done with every run: ended or handed back."""
+    pending = [left for run in runs if not (left := run.when_left()).done()]
+    if pending:
+        await asyncio.wait(pending, timeout=seconds)
 
 
 async def wait_runs(runs: list[Any], seconds: float) -> None:

@@ -255,11 +255,9 @@ class Attempt:
             self._report(verdict)
             return
         force = self.force
-        window = (
-            self.plan.windows.stop_grace
-            if force is None or force.kind is ForceKind.TIMEOUT
-            else 0.0
-        )
+        # A stop's grace was given already, and a host that cancels gives none.
+        spent = force is not None and force.kind in (ForceKind.STOP, ForceKind.SHUTDOWN)
+        window = 0.0 if spent else self.plan.windows.stop_grace
         self._held = verdict
         self._cancel_timers()
         if window <= 0:
@@ -304,6 +302,16 @@ class Attempt:
         self.signals.request_stop()
         if self._grace_timer is None:
             self._grace_timer = self._loop.call_later(grace, self._grace_expired)
+
+    def hand_back(self) -> None:
+        """A closing worker gives this durable task to another node: cancel it now.
+
+        Its recorded steps replay there; the one in progress runs again. A
+        plain step's thread still running is waited for first (``_settle``).
+        """
+        self._cancel_watch()
+        if not self.finished and self.force is None:
+            self._force(Force(kind=ForceKind.HAND_BACK, cancelled=True))
 
     def end_grace(self) -> None:
         """A forced stop: the grace window is over now, not when its timer fires."""
@@ -422,6 +430,8 @@ def _ended_how(force: Force | None, held: Verdict) -> str:
         return f"the attempt timed out ({kind})"
     if force.kind is ForceKind.STOP:
         return "the stop's grace window ran out"
+    if force.kind is ForceKind.HAND_BACK:
+        return "the worker closed and handed the task back"
     return "the host closed"
 
 

@@ -65,6 +65,13 @@ class RunHost(Protocol):
         must still wake it.
         """
 
+    def hands_back(self, run: HostedRun) -> bool:
+        """The host is closing and another node can take ``run``: give it back, do not end it.
+
+        True for a closing worker's claimed runs: a retry goes back to the
+        queue instead of waiting here, and :meth:`TaskRun.hand_back` applies.
+        """
+
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Start ``coro`` as a task the host owns (and cancels and awaits on close)."""
 
@@ -146,6 +153,9 @@ class StandaloneHost:
 
     def record(self, run: HostedRun, previous: TaskStatus) -> None:
         pass
+
+    def hands_back(self, run: HostedRun) -> bool:
+        return False
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         return self._tasks.spawn(coro, name=f"chongming:{run.task_id}")

@@ -90,8 +90,10 @@ class RunLifecycle:
         "_done_callbacks",
         "_failure",
         "_finished_mono",
+        "_handing_back",
         "_holds_slot",
         "_inputs",
+        "_left",
         "_outcome",
         "_owns_host",
         "_pause_timer",
@@ -218,6 +220,10 @@ class RunLifecycle:
         self._done: asyncio.Future[None] | None = None
         self._done_callbacks: list[Callable[[Any], None]] | None = None
         self._outcome: Outcome | None = None
+        #: Why a closing worker hands this run back (set by :meth:`hand_back`).
+        self._handing_back: str | None = None
+        #: Resolved once this node is done with the run: it ended, or went back to the queue.
+        self._left: asyncio.Future[None] | None = None
 
     # -- reading -----------------------------------------------------------------
 
@@ -316,6 +322,8 @@ class RunLifecycle:
 
     def _finish(self) -> None:
         self._finished_mono = asyncio.get_running_loop().time()
+        if self._left is not None and not self._left.done():
+            self._left.set_result(None)
         for timer in (self._start_timer, self._retry_timer, self._pause_timer):
             if timer is not None:
                 timer.cancel()
@@ -485,6 +493,8 @@ class RunLifecycle:
             self._failure = None  # an earlier attempt's failure is history, not the outcome
             self._move(SUCCEEDED, Trigger.COMPLETED)
         elif kind is _V_STOPPED:
+            if status is not STOPPING and self._hand_back_ended(attempt):
+                return
             if status is not STOPPING:
                 self._move(STOPPING, Trigger.SHUTDOWN, reason="the host is closing")
             reason = self._stop_reason
@@ -497,8 +507,9 @@ class RunLifecycle:
             self._park(float(parked["wake_at"]), parked["fact"])
         elif kind is _V_LOST:
             self._failure = verdict.failure
-            trigger = Trigger.STOP_ABANDONED if status is STOPPING else Trigger.TIMEOUT_ABANDONED
-            self._move(LOST, trigger, reason=self._stop_reason)
+            stopped = status is STOPPING or self._handing_back is not None
+            trigger = Trigger.STOP_ABANDONED if stopped else Trigger.TIMEOUT_ABANDONED
+            self._move(LOST, trigger, reason=self._stop_reason or self._handing_back)
         else:
             self._record_failure(attempt, verdict)
 
@@ -553,8 +564,94 @@ class RunLifecycle:
             self._move(FAILED, trigger)
             return
         self._move(RETRY_WAIT, Trigger.RETRY_SCHEDULED, reason=failure.message[:200])
+        if self._handing_back is not None or self.host.hands_back(self):
+            # A closing worker runs no retry: any other worker does, when it is due.
+            self._give_back(self._time() + decision.delay)
+            return
         loop = asyncio.get_running_loop()
         self._retry_timer = loop.call_later(decision.delay, self._retry_due)
+
+    # -- a closing worker hands its claimed runs back ------------------------------
+
+    @property
+    def handed_back(self) -> bool:
+        """Given back to the queue by this closing node (another worker may run it)."""
+        return self._record.status is QUEUED and self._left is not None and self._left.done()
+
+    def when_left(self) -> asyncio.Future[None]:
+        """Resolved once this node is done with the run: it ended, or was handed back."""
+        if self._left is None:
+            self._left = asyncio.get_running_loop().create_future()
+            if self._record.finished is not None:
+                self._left.set_result(None)
+        return self._left
+
+    def hand_back(self, reason: str) -> bool:
+        """The host is closing: give this claimed run back to the queue instead of stopping it.
+
+        False (nothing done) unless the host hands this run back (a worker's
+        claimed run, see :meth:`RunHost.hands_back`) and it is waiting to
+        retry or has a live attempt (``starting running pausing``); a
+        ``paused`` or ``stopping`` run is stopped as a person asked. A
+        retry wait goes back at once, claimable when the retry is due. A
+        durable run's attempt is cancelled now (its steps replay on the next
+        worker); any other is asked to stop, and once it really ended it goes
+        back if its retry policy has an attempt left (else it is ``stopped``).
+        """
+        if not self.host.hands_back(self):
+            return False
+        status = self._record.status
+        if status is RETRY_WAIT:
+            timer = self._retry_timer
+            due = self._time()
+            if timer is not None:
+                timer.cancel()
+                self._retry_timer = None
+                due += max(0.0, timer.when() - asyncio.get_running_loop().time())
+            self._give_back(due)
+            return True
+        current = self._current
+        if current is None or status not in (STARTING, RUNNING, PAUSING):
+            return False
+        self._handing_back = reason
+        if self.spec.durable:
+            current.hand_back()
+        else:
+            current.request_stop(self.windows.stop_grace)
+        return True
+
+    def _hand_back_ended(self, attempt: Attempt) -> bool:
+        """A handed-back attempt really ended: ``-> retry_wait -> queued``. False: stop it."""
+        reason = self._handing_back
+        if reason is None:
+            return False
+        if not self.spec.durable and attempt.launched and attempt.number >= self.retry.max_attempts:
+            return False  # no attempt left: stopped, as any stop is
+        self._move(
+            RETRY_WAIT,
+            Trigger.SHUTDOWN,
+            reason=f"{reason}: attempt {attempt.number} ended, the task goes back to the queue",
+        )
+        self._give_back(None)
+        return True
+
+    def _give_back(self, not_before: float | None) -> None:
+        """``retry_wait -> queued`` with no owner: any worker that serves it claims it."""
+        until = None if not_before is None else to_datetime(not_before)
+        stored = self.adopted
+        if stored is not None:
+            self.adopted = dataclasses.replace(stored, not_before=until, owner=None)
+        self.owner = None
+        when = "now" if until is None else f"from {until.isoformat()}"
+        self._move(QUEUED, Trigger.HANDED_BACK, reason=f"the worker closed; claimable {when}")
+        self._resolve_left()
+        self.host.park(self, None)
+
+    def _resolve_left(self) -> None:
+        if self._left is None:
+            self._left = asyncio.get_running_loop().create_future()
+        if not self._left.done():
+            self._left.set_result(None)
 
     def _retry_due(self) -> None:
         self._retry_timer = None

@@ -36,6 +36,7 @@ class ForceKind(enum.Enum):
     STOP = "stop"  # a person asked and the grace window ran out
     TIMEOUT = "timeout"  # per-attempt or idle timeout
     SHUTDOWN = "shutdown"  # the host is closing and cancelled the driver
+    HAND_BACK = "hand_back"  # a closing worker gives a durable task to another node
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

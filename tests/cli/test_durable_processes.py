@@ -176,3 +176,106 @@ async def test_kill_9_of_workers_never_reruns_a_recorded_step(
     assert sorted(rows) == sorted(f"d-{t}:row:{n}" for t in range(TASKS) for n in range(10))
     # Some kills hit a running task (the others hit idle workers): those show as lost attempts.
     assert kills == 0 or lost_attempts >= 1
+
+
+RESTARTS = int(os.environ.get("CHONGMING_DURABLE_RESTARTS", "4"))
+
+
+def _graceful_worker(options: list[str], owner: str, logs: Path) -> subprocess.Popen[bytes]:
+    """A worker with a grace shorter than a task: SIGTERM finds durable tasks mid-run."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
+    env["PYTHONPATH"] = str(ROOT)
+    command = ["worker", "--tasks", "tests.cli.durable_tasks", "--max-parallel", "3"]
+    command += ["--lease-ttl", "30", "--grace", "0.2"]  # a lapsed lease cannot be what saves them
+    with (logs / f"{owner}.err").open("wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "chongming", *options, "--owner", owner, *command],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            bufsize=0,
+            cwd=ROOT,
+            env=env,
+        )
+
+
+@pytest.mark.slow
+async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
+    plane: tuple[list[str], object], tmp_path: Path
+) -> None:
+    """A deploy loses no durable work (issue 22): SIGTERM is never worse than kill -9.
+
+    Was: a SIGTERMed worker recorded its running durable tasks ``stopped`` for
+    good. Now each goes back to the queue (``runtime:handed_back``) and the
+    next worker replays it: every task succeeds, no recorded step runs again,
+    every operation commits once, and none of it waited for a lease to lapse
+    (the lease is 30 s; the test is over long before).
+    ``CHONGMING_DURABLE_RESTARTS`` sets the number of restarts (4 by default).
+    """
+    options, where = plane
+    ledger = tmp_path / "ledger.txt"
+    table = await _side_table(where)
+    rng = random.Random(13)
+    tasks = max(8, RESTARTS * 3)
+    started = 0
+
+    async def start() -> subprocess.Popen[bytes]:
+        nonlocal started
+        started += 1
+        owner = f"w-{started}"
+        return await _started(_graceful_worker(options, owner, tmp_path), tmp_path / f"{owner}.err")
+
+    workers = [await start(), await start()]
+    everyone = list(workers)
+    handed_back = 0
+    try:
+        client = Controller(store=_client_store(where), owner="client", poll_interval=0.05)
+        async with client:
+            store = client.store
+            assert store is not None
+            queued = [
+                await client.enqueue("ten_steps", str(ledger), 0.1, table, task_id=f"g-{n}")
+                for n in range(tasks)
+            ]
+            waits = asyncio.ensure_future(
+                asyncio.gather(*(task.wait(timeout=DEADLINE * 4) for task in queued))
+            )
+            codes = []
+            for restart in range(RESTARTS):
+                if waits.done():
+                    break
+                await asyncio.sleep(rng.uniform(0.3, 0.8))  # let the workers get mid-task
+                index = restart % len(workers)
+                old = workers[index]
+                old.send_signal(signal.SIGTERM)
+                codes.append(await asyncio.to_thread(old.wait, DEADLINE))
+                workers[index] = await start()
+                everyone.append(workers[index])
+            finals = await waits
+            steps = {task.task_id: await store.steps(task.task_id) for task in queued}
+            histories = {task.task_id: await store.history(task.task_id) for task in queued}
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            codes += [await asyncio.to_thread(w.wait, DEADLINE) for w in workers]
+            await client.close(close_store=True)
+        rows = await _rows(where, table)
+    finally:
+        for worker in everyone:
+            _finish(worker)
+    assert codes == [0] * len(codes)
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * tasks
+    runs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for line in ledger.read_text().splitlines():
+        task_id, name, epoch, _pid = line.split()
+        runs[task_id, name].append(int(epoch))
+    for task_id, recorded in steps.items():
+        assert [s.name for s in recorded] == [f"s{n}" for n in range(10)]
+        for record in recorded:
+            epochs = runs[task_id, record.name]
+            assert max(epochs) == record.epoch, (task_id, record.name, epochs)  # never after
+        moves = [(t.to_status, t.trigger) for t in histories[task_id]]
+        handed_back += moves.count((TaskStatus.QUEUED, Trigger.HANDED_BACK))
+        assert not [m for m in moves if m[1] == Trigger.LEASE_EXPIRED]  # no crash recovery
+        assert TaskStatus.STOPPED not in {status for status, _ in moves}
+        assert TaskStatus.LOST not in {status for status, _ in moves}
+    assert sorted(rows) == sorted(f"g-{t}:row:{n}" for t in range(tasks) for n in range(10))
+    assert handed_back >= 1  # the restarts did land while tasks ran
