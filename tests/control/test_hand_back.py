@@ -48,7 +48,7 @@ async def test_closing_a_worker_hands_its_durable_tasks_to_another(tmp_path: Pat
         RAN[f"second:{task}"] += 1
         return task
 
-    async def order(ctx: Any, task: str) -> str:
+    async def order(ctx: Any, task: str) -> Any:
         await ctx.step("first", first, task)
         await gate.wait()  # the work between two steps: cancelled on the closing worker
         return await ctx.step("second", second, task)
@@ -122,7 +122,7 @@ async def test_a_claimed_retry_wait_goes_back_at_once_and_runs_when_due(tmp_path
     """Was: ``retry_wait -> stopped`` on close, the granted retry never ran."""
     calls: list[int] = []
 
-    async def flaky(ctx: Any) -> int:
+    async def flaky(ctx: Any) -> Any:
         calls.append(ctx.attempt)
         if ctx.attempt == 1:
             raise ValueError("first try fails")
@@ -169,7 +169,7 @@ async def test_a_step_thread_running_at_hand_back_is_waited_for_first(tmp_path: 
                 live -= 1
         return runs
 
-    async def job(ctx: Any) -> int:
+    async def job(ctx: Any) -> Any:
         return await ctx.step("body", body)
 
     db = tmp_path / "q.db"
