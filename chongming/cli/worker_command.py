@@ -1,10 +1,11 @@
 """``chongming worker``: a node that claims and runs the queued tasks its module registers.
 
-It runs until SIGTERM or Ctrl-C. Then it claims nothing more, lets running
-tasks finish within ``--grace`` seconds, and stops the rest through the
-state machine (their history says ``runtime:shutdown``); a task it had
-claimed but not started is stopped the same way, so nothing is left owned
-by a node that is gone.
+It runs until SIGTERM or Ctrl-C. Then it claims nothing more, gives back
+what it claimed but has not started, lets running tasks finish within
+``--grace`` seconds, and hands back what it still holds (``Controller.close``:
+a durable task replays on another worker, another goes back if its retry
+policy has an attempt left; the rest is stopped, ``runtime:shutdown``), so
+nothing is left owned by a node that is gone.
 """
 
 from __future__ import annotations

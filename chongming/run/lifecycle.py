@@ -613,20 +613,21 @@ class RunLifecycle:
         current = self._current
         if current is None or status not in (STARTING, RUNNING, PAUSING):
             return False
+        durable = self.spec.durable
+        if not durable and self._record.attempt >= self.retry.max_attempts:
+            return False  # no attempt left: stopped (``stopping`` now), as any stop is
         self._handing_back = reason
-        if self.spec.durable:
+        if durable:
             current.hand_back()
         else:
             current.request_stop(self.windows.stop_grace)
         return True
 
     def _hand_back_ended(self, attempt: Attempt) -> bool:
-        """A handed-back attempt really ended: ``-> retry_wait -> queued``. False: stop it."""
+        """A handed-back attempt really ended: ``-> retry_wait -> queued``. False: not one."""
         reason = self._handing_back
         if reason is None:
             return False
-        if not self.spec.durable and attempt.launched and attempt.number >= self.retry.max_attempts:
-            return False  # no attempt left: stopped, as any stop is
         self._move(
             RETRY_WAIT,
             Trigger.SHUTDOWN,
