@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import sys
 import time
 from typing import Any
 
@@ -84,6 +85,22 @@ async def five_effects(ctx: TaskContext, ledger: str, table: str, hold: float = 
     return 5
 
 
+def _exit(code: int) -> None:
+    sys.exit(code)
+
+
+async def exits(ctx: TaskContext, code: int) -> None:
+    """An async task that raises SystemExit: it must fail, not end the worker's loop."""
+    raise SystemExit(code)
+
+
+async def exits_in_a_step(ctx: TaskContext, code: int) -> None:
+    """A durable task whose plain step calls sys.exit() on a worker thread."""
+    await ctx.step("exit", _exit, code)
+
+
 def register(controller: Controller) -> None:
+    controller.register("exits", exits)
+    controller.register("exits_in_a_step", exits_in_a_step, durable=True)
     controller.register("ten_steps", ten_steps, durable=True, max_resumes=1000)
     controller.register("five_effects", five_effects, durable=True, max_resumes=10)

@@ -279,3 +279,34 @@ async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
         assert TaskStatus.LOST not in {status for status, _ in moves}
     assert sorted(rows) == sorted(f"g-{t}:row:{n}" for t in range(tasks) for n in range(10))
     assert handed_back >= 1  # the restarts did land while tasks ran
+
+
+async def test_system_exit_in_a_task_or_step_fails_it_and_the_worker_serves_on(
+    tmp_path: Path,
+) -> None:
+    """Issue 22, case 4. Was: the loop ended, the process hung, the task stayed ``running``."""
+    db = tmp_path / "tasks.db"
+    worker = await _started(_worker(["--db", str(db)], "w-0", tmp_path), tmp_path / "w-0.err")
+    try:
+        async with Controller(store=db, owner="client", poll_interval=0.05) as client:
+            exits = await client.enqueue("exits", 3, task_id="e-1")
+            in_step = await client.enqueue("exits_in_a_step", 4, task_id="e-2")
+            failed = [await exits.wait(timeout=DEADLINE), await in_step.wait(timeout=DEADLINE)]
+            ledger = tmp_path / "ledger.txt"
+            after = await client.enqueue("ten_steps", str(ledger), 0.0, task_id="after")
+            served = await after.wait(timeout=DEADLINE)
+            store = client.store
+            assert store is not None
+            steps = await store.steps("e-2")
+            worker.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(worker.wait, DEADLINE)
+    finally:
+        _finish(worker)
+    assert [f.status for f in failed] == [TaskStatus.FAILED] * 2
+    for final in failed:
+        assert final.failure is not None
+        assert final.failure.exception_type == "SystemExit"
+        assert final.failure.retryable is False
+    assert steps == []  # a SystemExit is not the step's outcome
+    assert served.status is TaskStatus.SUCCEEDED  # the same process serves on
+    assert code == 0
