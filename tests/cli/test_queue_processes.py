@@ -8,13 +8,17 @@ executions, not what the store says. Run on SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from chongming import Controller, TaskStatus
+from chongming.state.triggers import Trigger
 from tests.cli.test_processes import _Lines
 from tests.cli.test_worker_process import DEADLINE, _client_store, _finish, _start, plane
 
@@ -109,3 +113,70 @@ async def test_a_rolling_restart_under_load_loses_nothing_and_runs_nothing_twice
     owners = {final.owner for final in finals}
     assert owners & {"w-1", "w-2", "w-3"}  # the first generation ran some
     assert owners & {"w-4", "w-5", "w-6"}  # and the restarted ones took over the rest
+
+
+RESTARTS = int(os.environ.get("CHONGMING_QUEUE_RESTARTS", "3"))
+
+
+@pytest.mark.slow
+async def test_sigterm_mid_task_hands_retryable_work_back_to_another_worker(
+    tmp_path: Path,
+) -> None:
+    """Issue 22: a grace shorter than the tasks, so every SIGTERM finds work mid-run.
+
+    Each interrupted task (it honours the stop at a checkpoint, before its
+    mark) goes back to the queue while its retry policy has attempts left,
+    and another worker runs it: every task succeeds, each marks the ledger
+    once, and nothing is ``stopped`` or ``lost``. ``CHONGMING_QUEUE_RESTARTS``
+    sets the number of restarts (3 by default, one per worker).
+    """
+    db = tmp_path / "tasks.db"
+    ledger = tmp_path / "ledger.txt"
+    options = ["--db", str(db)]
+    started = 0
+    tasks = max(30, RESTARTS * 10)
+
+    def start() -> Any:
+        nonlocal started
+        started += 1
+        return _start(options, "--max-parallel", "3", "--grace", "0.1", owner=f"w-{started}")
+
+    workers = [start() for _ in range(3)]
+    codes = []
+    try:
+        for worker in workers:
+            await asyncio.to_thread(_Lines(worker).next)
+        async with Controller(store=db, owner="client") as client:
+            queued = [
+                await client.enqueue("mark_patiently", str(ledger), f"k-{n:03d}", 0.3)
+                for n in range(tasks)
+            ]
+            rng = random.Random(5)
+            for restart in range(RESTARTS):
+                await asyncio.sleep(rng.uniform(0.2, 0.5))
+                index = restart % len(workers)
+                old = workers[index]
+                old.send_signal(signal.SIGTERM)
+                codes.append(await asyncio.to_thread(old.wait, DEADLINE))
+                _finish(old)
+                workers[index] = start()
+                await asyncio.to_thread(_Lines(workers[index]).next)
+            finals = [await task.wait(timeout=DEADLINE * 2) for task in queued]
+            histories = [await client.history(task.task_id) for task in queued]
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            codes.append(await asyncio.to_thread(worker.wait, DEADLINE))
+            _finish(worker)
+    assert codes == [0] * len(codes)
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * tasks
+    runs = Counter(line.split()[0] for line in ledger.read_text().splitlines())
+    assert len(runs) == tasks
+    assert set(runs.values()) == {1}  # an interrupted attempt never reached its mark
+    handed_back = sum(
+        1 for history in histories for t in history if t.trigger == Trigger.HANDED_BACK
+    )
+    assert handed_back >= 1  # the restarts did land mid-task
+    for history in histories:
+        assert not {TaskStatus.STOPPED, TaskStatus.LOST} & {t.to_status for t in history}
