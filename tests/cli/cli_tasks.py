@@ -58,15 +58,6 @@ def mark(ctx: TaskContext, ledger: str, key: str, seconds: float = 0.0) -> str:
     return key
 
 
-def mark_patiently(ctx: TaskContext, ledger: str, key: str, seconds: float = 0.3) -> str:
-    """:func:`mark` after ``seconds`` of work that checkpoints: a stop ends it before the mark."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        ctx.checkpoint()
-        time.sleep(0.01)
-    return mark(ctx, ledger, key)
-
-
 async def boom(ctx: TaskContext) -> None:
     raise ValueError("boom from the task")
 
@@ -78,7 +69,6 @@ def register(controller: Controller) -> None:
     controller.register("loops", loops)
     controller.register("deaf", deaf)
     controller.register("mark", mark)
-    controller.register("mark_patiently", mark_patiently, retry=RetryPolicy(max_attempts=20))
     controller.register("versioned", double, version=1)
     controller.register("versioned", echo, version=2)
     retry = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(base=0.01))

@@ -33,6 +33,8 @@ from pathlib import Path
 import pytest
 
 from chongming import Controller, TaskStatus
+from chongming.state.query import TaskQuery
+from chongming.state.status import ACTIVE_STATUSES
 from chongming.state.triggers import Trigger
 from tests.cli.test_processes import _Lines
 from tests.cli.test_worker_process import DEADLINE, ROOT, _client_store, _finish, plane
@@ -181,6 +183,21 @@ async def test_kill_9_of_workers_never_reruns_a_recorded_step(
 RESTARTS = int(os.environ.get("CHONGMING_DURABLE_RESTARTS", "4"))
 
 
+async def _until_running_on(client: Controller, owner: str) -> bool:
+    """Wait until ``owner`` runs a task (the SIGTERM that follows finds work mid-run).
+
+    False once no task is left to run at all (the queue drained first).
+    """
+    running = TaskQuery(statuses=frozenset({TaskStatus.RUNNING}), owner=owner, limit=1)
+    active = TaskQuery(statuses=ACTIVE_STATUSES, limit=1)
+    async with asyncio.timeout(DEADLINE):
+        while not await client.list_tasks(running):
+            if not await client.list_tasks(active):
+                return False
+            await asyncio.sleep(0.02)
+    return True
+
+
 def _graceful_worker(options: list[str], owner: str, logs: Path) -> subprocess.Popen[bytes]:
     """A worker with a grace shorter than a task: SIGTERM finds durable tasks mid-run."""
     env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
@@ -214,8 +231,7 @@ async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
     options, where = plane
     ledger = tmp_path / "ledger.txt"
     table = await _side_table(where)
-    rng = random.Random(13)
-    tasks = max(8, RESTARTS * 3)
+    tasks = max(16, RESTARTS * 8)
     started = 0
 
     async def start() -> subprocess.Popen[bytes]:
@@ -225,6 +241,7 @@ async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
         return await _started(_graceful_worker(options, owner, tmp_path), tmp_path / f"{owner}.err")
 
     workers = [await start(), await start()]
+    owners = ["w-1", "w-2"]
     everyone = list(workers)
     handed_back = 0
     try:
@@ -243,12 +260,14 @@ async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
             for restart in range(RESTARTS):
                 if waits.done():
                     break
-                await asyncio.sleep(rng.uniform(0.3, 0.8))  # let the workers get mid-task
                 index = restart % len(workers)
+                if not await _until_running_on(client, owners[index]):
+                    break  # a SIGTERM mid-task, while there is work left
                 old = workers[index]
                 old.send_signal(signal.SIGTERM)
                 codes.append(await asyncio.to_thread(old.wait, DEADLINE))
                 workers[index] = await start()
+                owners[index] = f"w-{started}"
                 everyone.append(workers[index])
             finals = await waits
             steps = {task.task_id: await store.steps(task.task_id) for task in queued}

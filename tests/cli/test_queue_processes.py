@@ -11,6 +11,8 @@ import asyncio
 import os
 import random
 import signal
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,11 @@ from typing import Any
 import pytest
 
 from chongming import Controller, TaskStatus
+from chongming.state.query import TaskQuery
+from chongming.state.status import ACTIVE_STATUSES
 from chongming.state.triggers import Trigger
 from tests.cli.test_processes import _Lines
-from tests.cli.test_worker_process import DEADLINE, _client_store, _finish, _start, plane
+from tests.cli.test_worker_process import DEADLINE, ROOT, _client_store, _finish, _start, plane
 
 __all__ = ["plane"]
 
@@ -118,6 +122,21 @@ async def test_a_rolling_restart_under_load_loses_nothing_and_runs_nothing_twice
 RESTARTS = int(os.environ.get("CHONGMING_QUEUE_RESTARTS", "3"))
 
 
+async def _until_running_on(client: Controller, owner: str) -> bool:
+    """Wait until ``owner`` runs a task (the SIGTERM that follows finds work mid-run).
+
+    False once no task is left to run at all (the queue drained first).
+    """
+    running = TaskQuery(statuses=frozenset({TaskStatus.RUNNING}), owner=owner, limit=1)
+    active = TaskQuery(statuses=ACTIVE_STATUSES, limit=1)
+    async with asyncio.timeout(DEADLINE):
+        while not await client.list_tasks(running):
+            if not await client.list_tasks(active):
+                return False
+            await asyncio.sleep(0.02)
+    return True
+
+
 @pytest.mark.slow
 async def test_sigterm_mid_task_hands_retryable_work_back_to_another_worker(
     tmp_path: Path,
@@ -134,14 +153,25 @@ async def test_sigterm_mid_task_hands_retryable_work_back_to_another_worker(
     ledger = tmp_path / "ledger.txt"
     options = ["--db", str(db)]
     started = 0
-    tasks = max(30, RESTARTS * 10)
+    tasks = max(90, RESTARTS * 30)
 
     def start() -> Any:
         nonlocal started
         started += 1
-        return _start(options, "--max-parallel", "3", "--grace", "0.1", owner=f"w-{started}")
+        env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
+        env["PYTHONPATH"] = str(ROOT)
+        command = ["worker", "--tasks", "tests.cli.restart_tasks", "--max-parallel", "3"]
+        command += ["--grace", "0.1"]
+        return subprocess.Popen(
+            [sys.executable, "-m", "chongming", *options, "--owner", f"w-{started}", *command],
+            stdout=subprocess.PIPE,
+            bufsize=0,
+            cwd=ROOT,
+            env=env,
+        )
 
     workers = [start() for _ in range(3)]
+    owners = [f"w-{n}" for n in range(1, 4)]
     codes = []
     try:
         for worker in workers:
@@ -151,15 +181,16 @@ async def test_sigterm_mid_task_hands_retryable_work_back_to_another_worker(
                 await client.enqueue("mark_patiently", str(ledger), f"k-{n:03d}", 0.3)
                 for n in range(tasks)
             ]
-            rng = random.Random(5)
             for restart in range(RESTARTS):
-                await asyncio.sleep(rng.uniform(0.2, 0.5))
                 index = restart % len(workers)
+                if not await _until_running_on(client, owners[index]):
+                    break
                 old = workers[index]
                 old.send_signal(signal.SIGTERM)
                 codes.append(await asyncio.to_thread(old.wait, DEADLINE))
                 _finish(old)
                 workers[index] = start()
+                owners[index] = f"w-{started}"
                 await asyncio.to_thread(_Lines(workers[index]).next)
             finals = [await task.wait(timeout=DEADLINE * 2) for task in queued]
             histories = [await client.history(task.task_id) for task in queued]
