@@ -180,7 +180,7 @@ async def test_kill_9_of_workers_never_reruns_a_recorded_step(
     assert kills == 0 or lost_attempts >= 1
 
 
-RESTARTS = int(os.environ.get("CHONGMING_DURABLE_RESTARTS", "4"))
+RESTARTS = proof_size("CHONGMING_DURABLE_RESTARTS", reduced=4, full=40)
 
 
 async def _until_running_on(client: Controller, owner: str) -> bool:
@@ -216,6 +216,7 @@ def _graceful_worker(options: list[str], owner: str, logs: Path) -> subprocess.P
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
     plane: tuple[list[str], object], tmp_path: Path
 ) -> None:
@@ -226,7 +227,8 @@ async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
     next worker replays it: every task succeeds, no recorded step runs again,
     every operation commits once, and none of it waited for a lease to lapse
     (the lease is 30 s; the test is over long before).
-    ``CHONGMING_DURABLE_RESTARTS`` sets the number of restarts (4 by default).
+    ``CHONGMING_DURABLE_RESTARTS`` sets the number of restarts (4 in ``make
+    test``, 40 in ``make proofs``).
     """
     options, where = plane
     ledger = tmp_path / "ledger.txt"

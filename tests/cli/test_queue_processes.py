@@ -25,6 +25,7 @@ from chongming.state.status import ACTIVE_STATUSES
 from chongming.state.triggers import Trigger
 from tests.cli.test_processes import _Lines
 from tests.cli.test_worker_process import DEADLINE, ROOT, _client_store, _finish, _start, plane
+from tests.tiers import proof_size
 
 __all__ = ["plane"]
 
@@ -119,7 +120,7 @@ async def test_a_rolling_restart_under_load_loses_nothing_and_runs_nothing_twice
     assert owners & {"w-4", "w-5", "w-6"}  # and the restarted ones took over the rest
 
 
-RESTARTS = int(os.environ.get("CHONGMING_QUEUE_RESTARTS", "3"))
+RESTARTS = proof_size("CHONGMING_QUEUE_RESTARTS", reduced=3, full=30)
 
 
 async def _until_running_on(client: Controller, owner: str) -> bool:
@@ -138,6 +139,7 @@ async def _until_running_on(client: Controller, owner: str) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.proof
 async def test_sigterm_mid_task_hands_retryable_work_back_to_another_worker(
     tmp_path: Path,
 ) -> None:
@@ -147,7 +149,8 @@ async def test_sigterm_mid_task_hands_retryable_work_back_to_another_worker(
     mark) goes back to the queue while its retry policy has attempts left,
     and another worker runs it: every task succeeds, each marks the ledger
     once, and nothing is ``stopped`` or ``lost``. ``CHONGMING_QUEUE_RESTARTS``
-    sets the number of restarts (3 by default, one per worker).
+    sets the number of restarts (3 in ``make test``, one per worker; 30 in
+    ``make proofs``).
     """
     db = tmp_path / "tasks.db"
     ledger = tmp_path / "ledger.txt"
