@@ -18,7 +18,6 @@ import dataclasses
 import logging
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,8 @@ from chongming.errors import ConfigurationError, PayloadError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
+from chongming.run.arguments import check_actor as check_actor
+from chongming.run.arguments import check_tags as check_tags
 from chongming.run.attempt import Attempt
 from chongming.run.defaults import DEFAULT_RETRY, DEFAULT_WINDOWS, default_artifact_root
 from chongming.run.defaults import new_task_id as new_task_id
@@ -56,14 +57,13 @@ from chongming.run.verdict import Verdict, VerdictKind, describe_error, storable
 from chongming.state.payload import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     check_label,
-    check_reason,
     check_task_id,
     json_form_arguments,
 )
 from chongming.state.records import Failure, FailureKind, JsonValue, Progress, TaskSnapshot
 from chongming.state.records import Transition as TransitionRecord
 from chongming.state.status import TaskStatus
-from chongming.state.table import TRANSITIONS
+from chongming.state.table import shortest_path
 from chongming.state.triggers import Trigger
 from chongming.task_api.spec import TaskSpec, spec_for
 
@@ -683,7 +683,7 @@ class RunLifecycle:
         if current is not None:
             self._current = None  # its later report is not trusted
             current.request_stop(0.0)  # the carrier may still run; tell it to end
-        for step in _path_to(status, FAILED)[1:]:
+        for step in shortest_path(status, FAILED)[1:]:
             try:
                 self._move(step, Trigger.INTERNAL_ERROR, reason=doing)
             except Exception:
@@ -790,24 +790,6 @@ class RunLifecycle:
             waiter.set_result(paused)
 
 
-def check_tags(tags: Collection[str]) -> frozenset[str]:
-    """Tags as a frozenset of non-empty strings; a bare string is refused."""
-    if isinstance(tags, str):
-        raise ConfigurationError("tags must be a collection of strings, not a single string")
-    result = frozenset(tags)
-    for tag in result:
-        if not isinstance(tag, str) or not tag:
-            raise ConfigurationError(f"tags must be non-empty strings, got {tag!r}")
-        check_reason(tag, "tag")
-    return result
-
-
-def check_actor(actor: object) -> str:
-    if not isinstance(actor, str) or not actor:
-        raise PayloadError("actor", f"must be a non-empty string, got {actor!r}")
-    return check_reason(actor, "actor") or actor
-
-
 def call_done_callback(callback: Callable[[Any], None], run: Any) -> None:
     try:
         callback(run)
@@ -815,18 +797,3 @@ def call_done_callback(callback: Callable[[Any], None], run: Any) -> None:
         # A callback is plain code: nothing it raises may stop the others,
         # the countdown of wait_all() among them.
         _log.exception("a done callback of task %r raised", run.task_id)
-
-
-def _path_to(start: TaskStatus, goal: TaskStatus) -> list[TaskStatus]:
-    """The shortest legal path through the table (``[start]`` if there is none)."""
-    paths: deque[list[TaskStatus]] = deque([[start]])
-    seen = {start}
-    while paths:
-        path = paths.popleft()
-        if path[-1] is goal:
-            return path
-        for step in sorted(TRANSITIONS[path[-1]], key=lambda s: s.value):
-            if step not in seen:
-                seen.add(step)
-                paths.append([*path, step])
-    return [start]

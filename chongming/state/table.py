@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from chongming.errors import InvalidTransition
 from chongming.state.status import TaskStatus
 
-__all__ = ["TRANSITIONS", "check_transition", "is_allowed"]
+__all__ = ["TRANSITIONS", "check_transition", "is_allowed", "shortest_path"]
 
 _S = TaskStatus
 
@@ -53,3 +54,18 @@ def check_transition(current: TaskStatus, target: TaskStatus) -> None:
     """Raise :class:`InvalidTransition` unless the table allows the move."""
     if target not in TRANSITIONS[current]:
         raise InvalidTransition(current, target)
+
+
+def shortest_path(start: TaskStatus, goal: TaskStatus) -> list[TaskStatus]:
+    """The shortest legal path through the table (``[start]`` if there is none)."""
+    paths: deque[list[TaskStatus]] = deque([[start]])
+    seen = {start}
+    while paths:
+        path = paths.popleft()
+        if path[-1] is goal:
+            return path
+        for step in sorted(TRANSITIONS[path[-1]], key=lambda s: s.value):
+            if step not in seen:
+                seen.add(step)
+                paths.append([*path, step])
+    return [start]
