@@ -431,7 +431,7 @@ def _ended_how(force: Force | None, held: Verdict) -> str:
     if force.kind is ForceKind.STOP:
         return "the stop's grace window ran out"
     if force.kind is ForceKind.HAND_BACK:
-        return "the worker closed and handed the task back"
+        return "the worker was closing (it hands its tasks back)"
     return "the host closed"
 
 
