@@ -287,14 +287,7 @@ class Controller(PlaneCalls):
                 self._closed.set_result(None)
 
     async def _shutdown(self, grace: float, close_store: bool) -> None:
-        """Close in reverse: claims, then what waits, then what runs (after ``grace``).
-
-        A worker hands back what it claimed (``ControllerHost.hands_back``):
-        an unstarted claim or a retry wait goes back to the queue at once; a
-        run still going when the grace is over is handed back once its
-        attempt really ended (durable: cancelled, to replay elsewhere; else
-        stopped, and back only with an attempt left). The rest is stopped.
-        """
+        """Claims, then what waits, then (after ``grace``) what runs; a worker hands back its own."""
         reason = "the controller is closing"
         if self._worker is not None:
             self._host.closing = True  # from now on, a claimed run goes back, not on here
