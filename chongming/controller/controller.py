@@ -287,7 +287,7 @@ class Controller(PlaneCalls):
                 self._closed.set_result(None)
 
     async def _shutdown(self, grace: float, close_store: bool) -> None:
-        """Claims, then what waits, then (after ``grace``) what runs; a worker hands back its own."""
+        """Claims, then what waits, then (after ``grace``) what runs; a worker hands back."""
         reason = "the controller is closing"
         if self._worker is not None:
             self._host.closing = True  # from now on, a claimed run goes back, not on here
