@@ -44,7 +44,7 @@ from chongming.controller.support import (
     await_to_the_end,
     let_go,
     package_version,
-    wait_left,
+    wind_down,
 )
 from chongming.controller.support import owned_buckets as check_owned
 from chongming.controller.worker import Worker, worker_of
@@ -297,14 +297,8 @@ class Controller(PlaneCalls):
             waiting = run.status in (_S.QUEUED, _S.PENDING, _S.BLOCKED, _S.RETRY_WAIT)
             if waiting and not run.hand_back(reason):
                 run.shutdown(reason)
-        running = [run for run in self._host.runs() if not run.done and not run.handed_back]
-        if running and grace > 0:
-            await wait_left(running, grace)
-        for run in running:
-            if not run.done and not run.handed_back and not run.hand_back(reason):
-                run.shutdown(reason)
         bound = self.windows.stop_grace + self.windows.cancel_window + 0.5
-        await wait_left(running, bound)
+        await wind_down(list(self._host.runs()), reason, grace, bound)
         await self._host.aclose(self.windows.cancel_window)
         if self._cluster is not None:
             await self._cluster.aclose()  # every slot back before the node lets go

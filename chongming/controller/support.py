@@ -21,6 +21,7 @@ __all__ = [
     "package_version",
     "wait_left",
     "wait_runs",
+    "wind_down",
 ]
 
 
@@ -78,6 +79,20 @@ async def wait_left(runs: list[Any], seconds: float) -> None:
     pending = [left for run in runs if not (left := run.when_left()).done()]
     if pending:
         await asyncio.wait(pending, timeout=seconds)
+
+
+async def wind_down(runs: list[Any], reason: str, grace: float, bound: float) -> None:
+    """Give running ``runs`` ``grace`` seconds, then hand each back (a worker's) or stop it.
+
+    Returns once every one ended or went back, or ``bound`` seconds after that.
+    """
+    running = [run for run in runs if not run.done and not run.handed_back]
+    if running and grace > 0:
+        await wait_left(running, grace)
+    for run in running:
+        if not run.done and not run.handed_back and not run.hand_back(reason):
+            run.shutdown(reason)
+    await wait_left(running, bound)
 
 
 async def wait_runs(runs: list[Any], seconds: float) -> None:

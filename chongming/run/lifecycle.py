@@ -566,7 +566,7 @@ class RunLifecycle:
         self._move(RETRY_WAIT, Trigger.RETRY_SCHEDULED, reason=failure.message[:200])
         if self._handing_back is not None or self.host.hands_back(self):
             # A closing worker runs no retry: any other worker does, when it is due.
-            self._give_back(self._time() + decision.delay)
+            self._give_back(self._time() + decision.delay, Trigger.RETRY_RELEASED)
             return
         loop = asyncio.get_running_loop()
         self._retry_timer = loop.call_later(decision.delay, self._retry_due)
@@ -608,7 +608,7 @@ class RunLifecycle:
                 timer.cancel()
                 self._retry_timer = None
                 due += max(0.0, timer.when() - asyncio.get_running_loop().time())
-            self._give_back(due)
+            self._give_back(due, Trigger.RETRY_RELEASED)
             return True
         current = self._current
         if current is None or status not in (STARTING, RUNNING, PAUSING):
@@ -636,7 +636,7 @@ class RunLifecycle:
         self._give_back(None)
         return True
 
-    def _give_back(self, not_before: float | None) -> None:
+    def _give_back(self, not_before: float | None, trigger: str = Trigger.HANDED_BACK) -> None:
         """``retry_wait -> queued`` with no owner: any worker that serves it claims it."""
         until = None if not_before is None else to_datetime(not_before)
         stored = self.adopted
@@ -644,7 +644,7 @@ class RunLifecycle:
             self.adopted = dataclasses.replace(stored, not_before=until, owner=None)
         self.owner = None
         when = "now" if until is None else f"from {until.isoformat()}"
-        self._move(QUEUED, Trigger.HANDED_BACK, reason=f"the worker closed; claimable {when}")
+        self._move(QUEUED, trigger, reason=f"the worker closed; claimable {when}")
         self._resolve_left()
         self.host.park(self, None)
 
