@@ -633,7 +633,8 @@ class RunLifecycle:
             Trigger.SHUTDOWN,
             reason=f"{reason}: attempt {attempt.number} ended, the task goes back to the queue",
         )
-        self._give_back(None)
+        # durable: the replay continues this attempt; plain: the rerun is its retry
+        self._give_back(None, Trigger.HANDED_BACK if self.spec.durable else Trigger.RETRY_RELEASED)
         return True
 
     def _give_back(self, not_before: float | None, trigger: str = Trigger.HANDED_BACK) -> None:

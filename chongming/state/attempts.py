@@ -4,8 +4,9 @@
 them: it goes up when a task enters ``starting``, unless the task was
 queued by a **park** (``runtime:parked``: a durable task gave its slot back
 for a long sleep or fact wait) or a **resume** (``reconcile:resumed``: a
-durable task whose worker died goes back to the queue), or by a worker
-that gave back a start its claim wrote but it never launched
+durable task whose worker died goes back to the queue), a **hand-back**
+(``runtime:handed_back``: a closing worker gave its durable task back), or
+by a worker that gave back a start its claim wrote but it never launched
 (``runtime:start_given_back``). They continue the attempt they interrupted
 (the replay picks it up where it stopped), so a task never shows an
 attempt above its maximum, and a task that parked three times is still on
@@ -29,7 +30,9 @@ __all__ = ["CONTINUES_ATTEMPT", "RunCounts", "count_runs", "starts_attempt"]
 
 #: Triggers of a ``-> queued`` whose next start continues the attempt it interrupted
 #: (a start its claimer gave back without launching it was no attempt either).
-CONTINUES_ATTEMPT = frozenset({Trigger.PARKED, Trigger.RESUMED, Trigger.START_GIVEN_BACK})
+CONTINUES_ATTEMPT = frozenset(
+    {Trigger.PARKED, Trigger.RESUMED, Trigger.HANDED_BACK, Trigger.START_GIVEN_BACK}
+)
 
 
 def starts_attempt(queued_by: str | None) -> bool:

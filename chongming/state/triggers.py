@@ -38,4 +38,4 @@ class Trigger:
     START_GIVEN_BACK = "runtime:start_given_back"  # a claimed start this node did not launch
     SLEEPING = "runtime:sleeping"  # a durable task parks for a long sleep or wait
     PARKED = "runtime:parked"  # back in the queue, claimable from its wake-up time
-    HANDED_BACK = "runtime:handed_back"  # a closing worker gave its claimed task back
+    HANDED_BACK = "runtime:handed_back"  # a closing worker gave its durable task back

@@ -77,6 +77,8 @@ async def test_closing_a_worker_hands_its_durable_tasks_to_another(tmp_path: Pat
         assert Trigger.HANDED_BACK in triggers
         assert TaskStatus.STOPPED not in [t.to_status for t in history]
     assert {o.owner for o in outcomes} == {"w-b"}
+    # A hand-back is no retry: the replay on w-b continues attempt 1 of 1.
+    assert [o.attempt for o in outcomes] == [1] * len(ids)
 
 
 async def test_a_task_with_an_attempt_left_is_handed_back_once_it_stopped(
@@ -115,7 +117,8 @@ async def test_a_task_with_an_attempt_left_is_handed_back_once_it_stopped(
     assert stopped.status is TaskStatus.STOPPED  # no attempt left: stopped, as before
     moves = [(t.to_status, t.trigger) for t in history]
     assert (TaskStatus.RETRY_WAIT, Trigger.SHUTDOWN) in moves
-    assert (TaskStatus.QUEUED, Trigger.HANDED_BACK) in moves
+    # It runs again from the start on w-b: that is its retry (attempt 2 of 2).
+    assert (TaskStatus.QUEUED, Trigger.RETRY_RELEASED) in moves
 
 
 async def test_a_claimed_retry_wait_goes_back_at_once_and_runs_when_due(tmp_path: Path) -> None:
