@@ -84,7 +84,7 @@ async def extract(ctx: TaskContext, day: str, **hints: object) -> list[str]:
 
 #: What each page assumes its reader already has. Blocks run after it.
 PRELUDES: dict[str, str] = {
-    "docs/control.md": """
+    "docs/stop-pause-resume.md": """
 import time
 from chongming import TaskContext
 
