@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Parallel test processes: the suite mostly waits (subprocesses, servers,
 # control windows), so more processes than cores pays; `make test WORKERS=0`
-# runs it in one process. Each test file stays in one process (loadfile), so
-# a module's costly fixture (the browser, a throwaway cluster) is made once.
+# runs it in one process. Tests go to whichever process is free (--dist load):
+# by file, two long process tests of one module ran one after the other.
 WORKERS ?= 4
 
 # The tiers (docs/testing.md):
@@ -39,7 +39,7 @@ $(STAMP): $(RUNTIME)
 install: $(STAMP)
 
 test: $(STAMP)
-	$(PYTEST) -q -n $(WORKERS) --dist loadfile --durations=25
+	$(PYTEST) -q -n $(WORKERS) --durations=25
 
 test-fast: $(STAMP)
 	CHONGMING_TIER=fast $(PYTEST) -q -n 2 -m "not slow and not postgres" --durations=10 $(FAST_PATHS)

@@ -82,7 +82,7 @@ async def test_a_rolling_restart_under_load_loses_nothing_and_runs_nothing_twice
     def start() -> Any:
         nonlocal started
         started += 1
-        return _start(options, "--max-parallel", "3", "--grace", "10", owner=f"w-{started}")
+        return _start(options, "--max-parallel", "2", "--grace", "10", owner=f"w-{started}")
 
     workers = [start() for _ in range(3)]
     try:
@@ -90,8 +90,8 @@ async def test_a_rolling_restart_under_load_loses_nothing_and_runs_nothing_twice
             await asyncio.to_thread(_Lines(worker).next)
         async with Controller(store=db, owner="client") as client:
             queued = [
-                # Slow enough that the first generation cannot drain it all before the restarts.
-                await client.enqueue("mark", str(ledger), f"k-{n:03d}", seconds=0.15)
+                # About 12 s of work on 6 slots: the first restarted worker is up long before.
+                await client.enqueue("mark", str(ledger), f"k-{n:03d}", seconds=0.3)
                 for n in range(240)
             ]
             store = client.store
