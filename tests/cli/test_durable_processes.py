@@ -50,11 +50,13 @@ TTL = 1.0
 pytestmark = pytest.mark.timeout(120 + KILLS * 10)
 
 
-def _worker(options: list[str], owner: str, logs: Path) -> subprocess.Popen[bytes]:
+def _worker(
+    options: list[str], owner: str, logs: Path, *, ttl: float = TTL
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
     env["PYTHONPATH"] = str(ROOT)
     command = ["worker", "--tasks", "tests.cli.durable_tasks", "--max-parallel", "3"]
-    command += ["--lease-ttl", str(TTL), "--grace", "2"]
+    command += ["--lease-ttl", str(ttl), "--grace", "2"]
     with (logs / f"{owner}.err").open("wb") as err:  # the child keeps its own copy
         return subprocess.Popen(
             [sys.executable, "-m", "chongming", *options, "--owner", owner, *command],

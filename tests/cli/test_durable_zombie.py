@@ -27,6 +27,9 @@ from tests.cli.test_worker_process import DEADLINE, _client_store, _finish, plan
 __all__ = ["plane"]
 
 
+ZOMBIE_TTL = 2.0
+
+
 async def _line(ledger: Path, prefix: str, timeout: float = DEADLINE) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -44,7 +47,9 @@ async def test_a_thawed_zombie_commits_nothing_after_takeover(
     options, where = plane
     ledger = tmp_path / "ledger.txt"
     table = await _side_table(where)
-    a = await _started(_worker(options, "w-a", tmp_path), tmp_path / "w-a.err")
+    # B's lease must not lapse while the machine is loaded (the suite runs in
+    # parallel): only A's may, the frozen one. A 2 s lease is renewed every 0.67 s.
+    a = await _started(_worker(options, "w-a", tmp_path, ttl=ZOMBIE_TTL), tmp_path / "w-a.err")
     b = None
     try:
         client = Controller(store=_client_store(where), owner="client", poll_interval=0.05)
@@ -55,7 +60,9 @@ async def test_a_thawed_zombie_commits_nothing_after_takeover(
             line = await _line(ledger, "effect z-1:row:1 ")  # A is inside operation 1's body
             assert line.endswith(str(a.pid))
             os.kill(a.pid, signal.SIGSTOP)
-            b = await _started(_worker(options, "w-b", tmp_path), tmp_path / "w-b.err")
+            b = await _started(
+                _worker(options, "w-b", tmp_path, ttl=ZOMBIE_TTL), tmp_path / "w-b.err"
+            )
             final = await queued.wait(timeout=DEADLINE)
             assert final.status is TaskStatus.SUCCEEDED
             assert final.owner == "w-b"

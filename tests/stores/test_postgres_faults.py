@@ -141,9 +141,14 @@ async def test_terminated_backends_mid_run_lose_no_acknowledged_write(
     counts = {"unavailable": 0, "conflicts": 0, "kills": 0}
     stop = asyncio.Event()
 
+    # The store is open and every task exists before the first kill: what is
+    # proved is the write path under kills (a bootstrap whose retries ran out
+    # while every backend was being killed failed this test under load).
+    for i in range(tasks):
+        await store.create(make_snapshot(f"w-{i}"))
+
     async def writer(task_id: str) -> None:
-        current = make_snapshot(task_id)
-        await store.create(current)
+        current = await reread(store, task_id)
         while not stop.is_set():
             target = _START.get(current.status) or _CYCLE[current.status]
             new, transition = next_step(current, target)
