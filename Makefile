@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Parallel test processes, one per core: four on two cores finished sooner
 # but made the process proofs' timing flaky (leases lapsed under the load);
-# `make test WORKERS=0` runs it in one process. Tests go to whichever process is free (--dist load):
-# by file, two long process tests of one module ran one after the other.
+# `make test WORKERS=0` runs it in one process. Tests go to whichever process
+# is free (--dist load): by file, two long tests of one module ran in series.
 WORKERS ?= 2
 
 # The tiers (docs/testing.md):
