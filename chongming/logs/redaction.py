@@ -62,7 +62,7 @@ _PAIR = re.compile(
     (?P<value>
         "(?:[^"\\]|\\.)*"?
       | '(?:[^'\\]|\\.)*'?
-      | (?:(?:bearer|basic|token|digest)\s+)?[^\s"',;&}}\]]+
+      | (?:(?:bearer|basic|token|digest)\s+)?[^\s"',;&}}\])]+
     )
     """
 )

@@ -1,0 +1,41 @@
+"""The endpoints cost nothing unless asked for: no prometheus_client, no server, at import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHECK = """
+import sys
+{statement}
+heavy = ("prometheus_client", "chongming.web.probe_server", "chongming.web.health",
+         "chongming.web.worker_metrics", "chongming.web.metrics", "uvicorn", "starlette")
+print(sorted(name for name in heavy if name in sys.modules))
+"""
+
+
+def loaded_after(statement: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", CHECK.format(statement=statement)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_help_the_controller_and_the_worker_command_import_no_endpoint() -> None:
+    assert loaded_after("from chongming import Controller") == "[]"
+    help_run = (
+        "from typer.testing import CliRunner\n"
+        "from chongming.cli.app import app\n"
+        "assert CliRunner().invoke(app, ['worker', '--help']).exit_code == 0"
+    )
+    assert loaded_after(help_run) == "[]"
+    assert loaded_after("import chongming.cli.worker_command") == "[]"
