@@ -15,7 +15,7 @@ Served by ``chongming worker --health-port`` on a
   nothing is cached, so the answer is never older than the probe.
 
 A store that is away makes the worker unready, not dead: its tasks keep
-running and their transitions are buffered (RELIABILITY P1), so a restart
+running and their transitions are buffered (docs/reliability.md, P1), so a restart
 would only lose work.
 """
 
