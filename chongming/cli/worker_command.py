@@ -222,6 +222,7 @@ async def _serve(options: Options, module: ModuleType, settings: WorkerSettings)
     handler = install_handler(
         settings.log_format, stream=sys.stderr, level=settings.log_level, redaction=redaction
     )
+    logging.captureWarnings(True)  # Python warnings become records: the same format, redacted
     try:
         async with contextlib.AsyncExitStack() as stack:
             metrics = _metrics_of(settings)
@@ -245,6 +246,7 @@ async def _serve(options: Options, module: ModuleType, settings: WorkerSettings)
             stack.push_async_callback(controller.close, close_store=True)
             return await _work(controller, module, settings, lines, health, endpoints, options)
     finally:
+        logging.captureWarnings(False)
         logging.getLogger().removeHandler(handler)
 
 

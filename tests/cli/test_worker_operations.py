@@ -133,7 +133,7 @@ async def test_json_worker_serves_metrics_and_health_and_logs_redacted_objects(
     settings = started["settings"]
     assert {k: settings[k] for k in ("owner", "serves", "max_parallel", "lease_ttl")} == {
         "owner": "ops-1",
-        "serves": ["double", "leaky"],
+        "serves": ["block_loop", "double", "hold", "leaky"],
         "max_parallel": 3,
         "lease_ttl": 6.0,
     }
@@ -148,7 +148,7 @@ async def test_json_worker_serves_metrics_and_health_and_logs_redacted_objects(
     assert settings["metrics"].endswith("/metrics")
     health = settings["health"].split()[0]
     assert settings["health"] == f"{health} (/livez, /readyz)"
-    assert started["message"].startswith("worker ops-1 serving double, leaky; max_parallel 3;")
+    assert started["message"].startswith("worker ops-1 serving block_loop, double, hold, leaky;")
 
     assert await asyncio.to_thread(fetch, f"{health}/livez") == (
         200,
@@ -215,8 +215,9 @@ async def test_text_worker_names_every_setting_and_serves_both_on_one_port(
     out = Stream(worker.stdout)
     line = await asyncio.to_thread(out.next)
     assert line == (
-        "worker ops-1 serving double, leaky; max_parallel 10; cluster limits io=2; "
-        "lease_ttl 30s; poll_interval 0.05s; reconcile every 30s; grace 2s; buckets all 64; "
+        "worker ops-1 serving block_loop, double, hold, leaky; max_parallel 10; "
+        "cluster limits io=2; lease_ttl 30s; poll_interval 0.05s; reconcile every 30s; "
+        "grace 2s; buckets all 64; "
         f"store {db}; metrics http://127.0.0.1:{port}/metrics; "
         f"health http://127.0.0.1:{port} (/livez, /readyz); log text warning, redacted"
     )
@@ -295,3 +296,50 @@ async def test_a_port_in_use_fails_the_worker_before_it_claims_anything(tmp_path
         stored = await client.get("waiting")
         assert (stored.status, stored.owner) == (TaskStatus.QUEUED, None)
         assert await client.nodes() == []  # it never registered as a node
+
+
+def fetch_within(url: str, seconds: float) -> tuple[int, str] | None:
+    """``fetch`` with a short timeout; ``None`` if nothing answered in time."""
+    try:
+        with urllib.request.urlopen(url, timeout=seconds) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return int(error.code), error.read().decode()
+    except (TimeoutError, urllib.error.URLError):
+        return None
+
+
+async def test_liveness_fails_while_the_loop_is_blocked_and_readiness_while_stopping(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    db = tmp_path / "tasks.db"
+    worker = start(db, "--health-port", "0", "--grace", "20", "--log-format", "json")
+    processes.append(worker)
+    out = Stream(worker.stdout)
+    health = json.loads(await asyncio.to_thread(out.next))["settings"]["health"].split()[0]
+    marker, release = tmp_path / "blocking", tmp_path / "release"
+    async with Controller(store=db, owner="client") as client:
+        blocking = await client.enqueue("block_loop", str(marker), str(release))
+        while not marker.exists():
+            await asyncio.sleep(0.02)
+        # the loop does not turn: nothing answers, so the probe's own timeout fails it
+        assert await asyncio.to_thread(fetch_within, f"{health}/livez", 1.0) is None
+        release.touch()
+        assert (await blocking.wait(timeout=DEADLINE)).result == "unblocked"
+        assert await asyncio.to_thread(fetch_within, f"{health}/livez", 10.0) == (
+            200,
+            '{"live": true, "owner": "ops-1"}\n',
+        )
+        # stopping: still alive and serving, no longer ready, until the running task ends
+        held = await client.enqueue("hold", str(tmp_path / "let-go"))
+        while (await held.get()).status is not TaskStatus.RUNNING:
+            await asyncio.sleep(0.02)
+        assert (await asyncio.to_thread(fetch, f"{health}/readyz"))[0] == 200
+        worker.send_signal(signal.SIGTERM)
+        assert json.loads(await asyncio.to_thread(out.next))["event"] == "stopping"
+        status, body = await asyncio.to_thread(fetch, f"{health}/readyz")
+        assert (status, json.loads(body)["reasons"]) == (503, ["stopping: claims nothing more"])
+        assert (await asyncio.to_thread(fetch, f"{health}/livez"))[0] == 200
+        (tmp_path / "let-go").touch()
+        assert (await held.wait(timeout=DEADLINE)).result == "released"
+    assert await asyncio.to_thread(worker.wait, DEADLINE) == 0

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 from chongming import Controller
@@ -28,3 +32,34 @@ async def leaky(ctx: Any) -> str:
 def register(controller: Controller) -> None:
     controller.register("double", double)
     controller.register("leaky", leaky)
+    register_more(controller)
+
+
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def _block_until(marker: str, release: str) -> None:
+    Path(marker).touch()
+    deadline = time.monotonic() + 20
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+async def hold(ctx: Any, release: str) -> str:
+    """Runs, checkpointing, until the file ``release`` exists (a stop ends it too)."""
+    while not _exists(release):
+        await ctx.checkpoint()
+        await asyncio.sleep(0.02)
+    return "released"
+
+
+async def block_loop(ctx: Any, marker: str, release: str) -> str:
+    """Blocks the worker's event loop (a bug: sync waiting inside ``async def``) until released."""
+    _block_until(marker, release)
+    return "unblocked"
+
+
+def register_more(controller: Controller) -> None:
+    controller.register("hold", hold)
+    controller.register("block_loop", block_loop)
