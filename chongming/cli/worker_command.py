@@ -44,7 +44,9 @@ from chongming.logs.records import RedactingFilter
 
 if TYPE_CHECKING:
     from chongming.controller.controller import Controller
-    from chongming.web.probe_server import ProbeServer, Route
+    from chongming.web.health import WorkerHealth
+    from chongming.web.probe_server import ProbeServer, Response, Route
+    from chongming.web.worker_metrics import WorkerMetrics
 
 __all__ = [
     "Endpoint",
@@ -250,7 +252,7 @@ async def _serve(options: Options, module: ModuleType, settings: WorkerSettings)
         logging.getLogger().removeHandler(handler)
 
 
-def _metrics_of(settings: WorkerSettings) -> Any:
+def _metrics_of(settings: WorkerSettings) -> WorkerMetrics | None:
     if settings.metrics is None:
         return None
     from chongming.web.worker_metrics import WorkerMetrics
@@ -261,7 +263,7 @@ def _metrics_of(settings: WorkerSettings) -> Any:
         raise CliError(f"--metrics-port: {error}") from None
 
 
-def _health_of(settings: WorkerSettings, controller: Controller) -> Any:
+def _health_of(settings: WorkerSettings, controller: Controller) -> WorkerHealth | None:
     if settings.health is None:
         return None
     from chongming.web.health import WorkerHealth
@@ -270,17 +272,21 @@ def _health_of(settings: WorkerSettings, controller: Controller) -> Any:
 
 
 async def _listen(
-    stack: contextlib.AsyncExitStack, settings: WorkerSettings, metrics: Any, health: Any
+    stack: contextlib.AsyncExitStack,
+    settings: WorkerSettings,
+    metrics: WorkerMetrics | None,
+    health: WorkerHealth | None,
 ) -> dict[str, str | None]:
     """Start the endpoints (one server when both name one address); their URLs by name."""
     wanted: list[tuple[str, Endpoint, dict[str, Route]]] = []
     if settings.metrics is not None and metrics is not None:
+        exposition = metrics.exposition
 
-        async def scrape() -> Any:
+        async def scrape() -> Response:
             from chongming.web.metrics import CONTENT_TYPE
             from chongming.web.probe_server import Response
 
-            return Response(status=200, body=metrics.exposition(), content_type=CONTENT_TYPE)
+            return Response(status=200, body=exposition(), content_type=CONTENT_TYPE)
 
         wanted.append(("metrics", settings.metrics, {"/metrics": scrape}))
     if settings.health is not None and health is not None:
@@ -317,7 +323,7 @@ async def _work(
     module: ModuleType,
     settings: WorkerSettings,
     lines: _Lines,
-    health: Any,
+    health: WorkerHealth | None,
     endpoints: dict[str, str | None],
     options: Options,
 ) -> int:
