@@ -66,6 +66,8 @@ _PAIR = re.compile(
     )
     """
 )
+#: A name that is an exception or warning class (``KeyError``, ``TokenExpiredError``).
+_NOT_A_FIELD = re.compile(r"(?:Error|Exception|Warning)$")
 #: The text before a ``%s`` placeholder ends with a secret's name (``token %s``, ``key=%r``).
 _NAME_BEFORE = re.compile(rf"""(?i)(?:{_WORDS})[\w.\-]*["']?\s*[:=]?\s*["']?$""")
 _PLACEHOLDER = re.compile(
@@ -163,4 +165,8 @@ def _mask_parameter(part: str) -> str:
 
 
 def _redact_pair(match: re.Match[str]) -> str:
-    return match.group("name") + match.group("sep") + MASK
+    name = match.group("name")
+    if _NOT_A_FIELD.search(name) is not None:
+        # ``KeyError: 'x'`` names an exception type, not a secret: only pairs in its message go
+        return name + match.group("sep") + _PAIR.sub(_redact_pair, match.group("value"))
+    return name + match.group("sep") + MASK

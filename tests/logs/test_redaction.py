@@ -45,6 +45,10 @@ CANARY = "Cn4ry-s3cr3t"
         ("X-Auth-Token: 12345", "X-Auth-Token: ***"),
         ("passkey=abc", "passkey=***"),
         ("nothing secret here, 42 rows", "nothing secret here, 42 rows"),
+        # an exception type is not a field: its message stays (a secret in it still goes)
+        ("KeyError: 'missing'", "KeyError: 'missing'"),
+        ("TokenExpiredError: expired at 12:00", "TokenExpiredError: expired at 12:00"),
+        ("KeyError: 'token=abc'", "KeyError: 'token=***'"),
     ],
 )
 def test_text_is_redacted(text: str, expected: str) -> None:

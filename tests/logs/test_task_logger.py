@@ -55,10 +55,14 @@ async def test_every_task_log_path_is_redacted_by_default(
         "async": None,
     }[executor]
     fn = log_everything_async if executor == "async" else log_everything
-    async with Controller() as controller:
-        controller.register("logs", fn, executor=choice)
-        run = await controller.submit("logs", task_id=f"logs-{executor}")
-        outcome = await run.wait(timeout=60)
+    try:
+        async with Controller() as controller:
+            controller.register("logs", fn, executor=choice)
+            run = await controller.submit("logs", task_id=f"logs-{executor}")
+            outcome = await run.wait(timeout=60)
+    finally:
+        if isinstance(choice, ProcessExecutor):
+            await choice.aclose()  # its worker process is the executor's, not the controller's
     assert outcome.value == "logged"
     text = "\n".join(task_records.lines)
     assert len(task_records.records) == 8, text
