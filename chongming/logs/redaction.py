@@ -20,6 +20,7 @@ Every function is idempotent (redacting twice gives the same text).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -54,22 +55,22 @@ _WORDS = "|".join(SECRET_WORDS)
 _SECRET_NAME = re.compile(rf"(?i)(?:{_WORDS})")
 #: ``scheme://user:password@host/path?query#fragment`` (up to white space or a quote).
 _URL = re.compile(r"""(?i)\b([a-z][a-z0-9+.\-]*://)([^\s"'<>]+)""")
-#: ``name=value``, ``name: value``, ``"name": "value"``; the value quoted or bare.
+#: ``name=value``, ``name: value``, ``"name": "value"``; the value quoted or bare. Any
+#: name matches (possessively: no backtracking into it) and the value is only looked at
+#: (a lookahead), so a pair inside the value of a name that holds no secret is found too.
 _PAIR = re.compile(
-    rf"""(?ix)
-    (?P<name>[\w.\-]*(?:{_WORDS})[\w.\-]*)
-    (?P<sep>["']?\s*[:=]\s*)
-    (?P<value>
-        "(?:[^"\\]|\\.)*"?
-      | '(?:[^'\\]|\\.)*'?
-      | (?:(?:bearer|basic|token|digest)\s+)?[^\s"',;&}}\])]+
-    )
+    r"""(?x)
+    (?<![\w.\-])(?P<name>[\w.\-]++)
+    (?P<sep>["']?\s*+[:=]\s*+)
+    (?=(?P<value>
+        "(?:[^"\\]|\\.)*+"?
+      | '(?:[^'\\]|\\.)*+'?
+      | (?i:(?:bearer|basic|token|digest)\s++)?[^\s"',;&}\])]++
+    ))
     """
 )
 #: A name that is an exception or warning class (``KeyError``, ``TokenExpiredError``).
 _NOT_A_FIELD = re.compile(r"(?:Error|Exception|Warning)$")
-#: The text before a ``%s`` placeholder ends with a secret's name (``token %s``, ``key=%r``).
-_NAME_BEFORE = re.compile(rf"""(?i)(?:{_WORDS})[\w.\-]*["']?\s*[:=]?\s*["']?$""")
 _PLACEHOLDER = re.compile(
     r"%(?P<key>\([^)]*\))?[#0\- +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?(?P<kind>[diouxXeEfFgGcrsa%])"
 )
@@ -94,7 +95,7 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     if "://" in text:
         text = _URL.sub(_redact_url, text)
     if _SECRET_NAME.search(text) is not None:
-        text = _PAIR.sub(_redact_pair, text)
+        text = _redact_pairs(text)
     return scrub(text, secrets)
 
 
@@ -120,10 +121,11 @@ def redact_value(value: Any, secrets: Iterable[str] = (), *, depth: int = 0) -> 
     return value
 
 
-def secret_placeholders(template: str) -> list[int]:
+@functools.lru_cache(maxsize=1024)
+def secret_placeholders(template: str) -> tuple[int, ...]:
     """The positions of the ``%`` arguments of ``template`` that follow a secret's name.
 
-    ``"login as %s with token %s"`` -> ``[1]``: the second argument is masked
+    ``"login as %s with token %s"`` -> ``(1,)``: the second argument is masked
     before the message is formatted, since text redaction cannot see that
     ``token abc`` is a pair.
     """
@@ -134,11 +136,20 @@ def secret_placeholders(template: str) -> list[int]:
         if match.group("kind") == "%":
             last = match.end()
             continue
-        if _NAME_BEFORE.search(template, last, match.start()) is not None:
+        if _names_a_secret(template[last : match.start()]):
             found.append(index)
         index += 1
         last = match.end()
-    return found
+    return tuple(found)
+
+
+def _names_a_secret(before: str) -> bool:
+    """``"... token: "`` / ``"key='"``: the text ends with a secret's name and separators."""
+    end = len(before.rstrip(" \t\"'=:"))
+    start = end
+    while start > 0 and (before[start - 1].isalnum() or before[start - 1] in "_.-"):
+        start -= 1
+    return start < end and is_secret_name(before[start:end])
 
 
 def _redact_url(match: re.Match[str]) -> str:
@@ -164,9 +175,18 @@ def _mask_parameter(part: str) -> str:
     return f"{name}={MASK}" if equals else part
 
 
-def _redact_pair(match: re.Match[str]) -> str:
-    name = match.group("name")
-    if _NOT_A_FIELD.search(name) is not None:
-        # ``KeyError: 'x'`` names an exception type, not a secret: only pairs in its message go
-        return name + match.group("sep") + _PAIR.sub(_redact_pair, match.group("value"))
-    return name + match.group("sep") + MASK
+def _redact_pairs(text: str) -> str:
+    """Mask the value of every pair whose name holds a secret (not an exception type's)."""
+    out: list[str] = []
+    position = 0
+    for match in _PAIR.finditer(text):
+        if match.start() < position:
+            continue  # inside a value masked already
+        name = match.group("name")
+        if not is_secret_name(name) or _NOT_A_FIELD.search(name) is not None:
+            continue  # ``KeyError: 'x'`` names an exception type; pairs in its value still go
+        out.append(text[position : match.start()])
+        out.append(name + match.group("sep") + MASK)
+        position = match.end("value")
+    out.append(text[position:])
+    return "".join(out)
