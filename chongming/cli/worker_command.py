@@ -221,6 +221,8 @@ async def _serve(options: Options, module: ModuleType, settings: WorkerSettings)
 
     redaction = RedactingFilter(_store_secrets(options.db))
     lines = _Lines(settings.log_format, redaction, sys.stdout)
+    root = logging.getLogger()
+    root_level = root.level
     handler = install_handler(
         settings.log_format, stream=sys.stderr, level=settings.log_level, redaction=redaction
     )
@@ -249,7 +251,8 @@ async def _serve(options: Options, module: ModuleType, settings: WorkerSettings)
             return await _work(controller, module, settings, lines, health, endpoints, options)
     finally:
         logging.captureWarnings(False)
-        logging.getLogger().removeHandler(handler)
+        root.removeHandler(handler)
+        root.setLevel(root_level)  # as it was: an in-process caller (a test) keeps its own
 
 
 def _metrics_of(settings: WorkerSettings) -> WorkerMetrics | None:
