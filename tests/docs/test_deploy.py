@@ -275,6 +275,7 @@ def postgres_schema() -> Iterator[tuple[str, str]]:
 
 @pytest.mark.postgres
 @pytest.mark.slow
+@pytest.mark.example("fleet_service.py")
 async def test_the_compose_services_run_as_processes(
     tmp_path: Path, postgres_schema: tuple[str, str]
 ) -> None:
@@ -323,6 +324,7 @@ async def test_the_compose_services_run_as_processes(
         fleet.finish()
 
 
+@pytest.mark.example("fleet_tasks.py")
 async def test_the_systemd_command_comes_back_after_a_crash_as_the_same_node(
     tmp_path: Path,
 ) -> None:
