@@ -359,12 +359,14 @@ class Statements:
 
         if query.statuses is not None:
             add("status = ANY({}::text[])", sorted(status.value for status in query.statuses))
+        # The tag and bucket indexes hold only rows with tags / a bucket (migration
+        # 0010): each filter says so, so the index applies to every plan.
         if query.tag is not None:
-            add("tags @> ARRAY[{}::text]", query.tag)
+            add("tags <> '{{}}' AND tags @> ARRAY[{}::text]", query.tag)
         if query.bucket is not None:
-            add("bucket = {}::int", query.bucket)
+            add("bucket IS NOT NULL AND bucket = {}::int", query.bucket)
         if query.buckets is not None:
-            add("bucket = ANY({}::int[])", sorted(query.buckets))
+            add("bucket IS NOT NULL AND bucket = ANY({}::int[])", sorted(query.buckets))
         if query.name is not None:
             add("name = {}::text", query.name)
         if query.owner is not None:
