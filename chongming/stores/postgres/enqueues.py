@@ -30,7 +30,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from chongming.errors import StoreClosed
+from chongming.state.records import TaskSnapshot
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
+from chongming.stores.queue import input_digest
 
 __all__ = ["EnqueueBatcher", "Pending", "batch_arguments", "batch_insert_sql"]
 
@@ -48,24 +50,41 @@ _TRANSITIONS = (
 
 @dataclasses.dataclass(slots=True, kw_only=True)
 class Pending:
-    """One enqueue, checked and encoded: the task row, its transitions, key and digest."""
+    """One enqueue, checked and encoded: the task row, its transitions, key and digest.
 
-    task_id: str
+    ``snapshot`` is what the caller gave: a created task is stored as exactly
+    that, so the answer is the snapshot itself (no row read back). ``digest``
+    is the input's (:func:`~chongming.stores.queue.input_digest`), computed
+    only for a task with an idempotency key (see :attr:`input`).
+    """
+
+    snapshot: TaskSnapshot
     key: str | None
-    digest: str
+    digest: str | None
     params: Sequence[Any]
     transitions: Sequence[tuple[Any, ...]]
     future: asyncio.Future[Any] | None = None
     #: The trace carrier as JSON text (``None``: none), written beside the task.
     carrier: str | None = None
 
+    @property
+    def task_id(self) -> str:
+        return self.snapshot.task_id
+
+    @property
+    def input(self) -> str:
+        """The digest of the input (computed now if it was not needed before)."""
+        if self.digest is None:
+            self.digest = input_digest(self.snapshot)
+        return self.digest
+
 
 def batch_insert_sql(schema: str, *, carriers: bool = False) -> str:
     """The statement of one batch; one row per enqueue, by ordinal.
 
-    Each row: the task columns as stored (NULL when not created), then
-    ``created`` (this statement inserted the task) and ``keyed`` (it inserted
-    the key). ``carriers``: the variant that also writes trace carriers (used
+    Each row: ``created`` (this statement inserted the task) and ``keyed``
+    (it inserted the key); a created task is stored as it was given, so no
+    column of it comes back. ``carriers``: the variant that also writes trace carriers (used
     only for a batch holding one, so the common statement stays as it is).
     """
     columns = [*((name, "jsonb" if name == "tags" else kind) for name, kind in SNAPSHOT_COLUMNS)]
@@ -86,7 +105,6 @@ def batch_insert_sql(schema: str, *, carriers: bool = False) -> str:
     )
     step_names = ", ".join(name for name, _ in _TRANSITIONS)
     notify = first + 1 + len(_TRANSITIONS)
-    returned = ", ".join(f"t.{name}" for name, _ in SNAPSHOT_COLUMNS)
     carried = (
         f""", carried AS (
     INSERT INTO {schema}.trace_carriers (task_id, carrier)
@@ -110,7 +128,7 @@ WITH input AS (
     SELECT {values} FROM input AS i
     WHERE i.idempotency_key_in IS NULL OR i.task_id IN (SELECT task_id FROM keyed)
     ON CONFLICT (task_id) DO NOTHING
-    RETURNING *
+    RETURNING task_id
 ), recorded AS (
     INSERT INTO {schema}.transitions (task_id, {step_names})
     SELECT i.task_id, {", ".join(f"tr.{name}" for name, _ in _TRANSITIONS)}
@@ -121,7 +139,7 @@ WITH input AS (
 ){carried}, notified AS (
     SELECT pg_notify(${notify}, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_inserted
 )
-SELECT {returned}, i.ord, t.task_id IS NOT NULL AS created,
+SELECT i.ord, t.task_id IS NOT NULL AS created,
        i.task_id IN (SELECT task_id FROM keyed) AS keyed,
        (SELECT count(*) FROM notified) AS notified
 FROM input AS i LEFT JOIN inserted AS t ON t.task_id = i.task_id
@@ -142,7 +160,7 @@ def batch_arguments(batch: Sequence[Pending], channel: str, *, carriers: bool = 
         for array, value in zip(columns, pending.params, strict=True):
             array.append(value)
         keys.append(pending.key)
-        digests.append(pending.digest)
+        digests.append(None if pending.key is None else pending.input)
         if carried is not None:
             carried.append(pending.carrier)
         for record in pending.transitions:
@@ -176,6 +194,26 @@ class EnqueueBatcher:
         pending.future = loop.create_future()
         self._queue.put_nowait(pending)
         return await pending.future
+
+    def submit_many(self, batch: Sequence[Pending]) -> list[asyncio.Future[Any]]:
+        """Queue many enqueues at once (no task each); await the futures in any order.
+
+        They join the next batches with any other caller's. Cancellation is
+        the caller's: a future it stops awaiting may still be written.
+        """
+        if self._closing:
+            raise StoreClosed("PostgresTaskStore")
+        loop = asyncio.get_running_loop()
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._task = loop.create_task(self._serve(self._queue), name="chongming-pg-enqueues")
+        futures: list[asyncio.Future[Any]] = []
+        put = self._queue.put_nowait
+        for pending in batch:
+            future = pending.future = loop.create_future()
+            futures.append(future)
+            put(pending)
+        return futures
 
     async def close(self, grace: float) -> None:
         """Finish what is queued (up to ``grace`` seconds), then stop; the rest is refused."""
