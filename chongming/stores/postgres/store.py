@@ -580,6 +580,7 @@ class PostgresTaskStore(ClusterLimitMethods, DurableMethods, QueueMethods, TaskS
                     timeout=self._connect_timeout,
                     server_settings={"application_name": self._application_name},
                     reset=keep_session,
+                    init=rows.known_arrays,
                     **target.kwargs,
                 ),
                 self._connect_timeout * 2,
