@@ -91,3 +91,40 @@ async def test_inside_the_callers_transaction_they_commit_or_vanish_with_it(
     assert await store.get("tx-1") is not None
     assert await store.get("tx-2") is None
     await store.close()
+
+
+async def test_plain_enqueues_store_the_rows_and_histories_their_recipes_imply(
+    factory: PgStoreFactory,
+) -> None:
+    """What ``Controller.enqueue`` makes goes by the recipe-only statement; nothing differs."""
+    from chongming.clock import SYSTEM_CLOCK
+    from chongming.controller.enqueue import EnqueueRequest, build_enqueued_many
+    from chongming.stores.postgres.enqueues import is_plain
+    from chongming.task_api.registry import TaskRegistry
+
+    store = factory.make()
+    await store.open()
+    queue = store._queue
+    sent: list[bool] = []
+    run = queue._run_batch
+
+    async def noting(batch: list[Any]) -> None:
+        sent.append(all(p.plain for p in batch))
+        await run(batch)
+
+    queue._batcher._run = noting
+    template = EnqueueRequest(name="job", args=(), kwargs={}, priority=2, tags={"a", "b"})
+    calls: list[Any] = [((n,), {"k": "v"}) for n in range(10)]
+    keys = [None] * 8 + ["key-1", "key-1"]  # one key, other arguments: a conflict
+    built = build_enqueued_many(template, calls, keys, TaskRegistry(), SYSTEM_CLOCK, None)
+    assert all(is_plain(snapshot, [step]) for snapshot, step in built)
+    answers = await store.enqueue_many([(snapshot, [step]) for snapshot, step in built])
+    assert sent == [True]  # one batch, all of it by the recipe-only statement
+    for (snapshot, step), answer in zip(built[:9], answers[:9], strict=True):
+        assert isinstance(answer, Enqueued)
+        assert answer.created
+        assert await store.get(snapshot.task_id) == snapshot
+        assert await store.history(snapshot.task_id) == [step]
+    assert isinstance(answers[9], IdempotencyConflict)
+    assert await store.get(built[9][0].task_id) is None
+    await store.close()

@@ -30,11 +30,21 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from chongming.errors import StoreClosed
-from chongming.state.records import TaskSnapshot
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
+from chongming.state.triggers import Trigger
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
 from chongming.stores.queue import input_digest
 
-__all__ = ["EnqueueBatcher", "Pending", "batch_arguments", "batch_insert_sql"]
+__all__ = [
+    "EnqueueBatcher",
+    "Pending",
+    "batch_arguments",
+    "batch_insert_sql",
+    "is_plain",
+    "plain_arguments",
+    "plain_insert_sql",
+]
 
 _TRANSITIONS = (
     ("version", "int"),
@@ -66,6 +76,8 @@ class Pending:
     future: asyncio.Future[Any] | None = None
     #: The trace carrier as JSON text (``None``: none), written beside the task.
     carrier: str | None = None
+    #: The row and first transition are what the recipe implies (:func:`is_plain`).
+    plain: bool = False
 
     @property
     def task_id(self) -> str:
@@ -167,6 +179,125 @@ def batch_arguments(batch: Sequence[Pending], channel: str, *, carriers: bool = 
             ords.append(ordinal)
             for array, value in zip(steps, record[1:], strict=True):
                 array.append(value)
+    return [*arrays, channel]
+
+
+#: What a plain enqueue sends: the recipe. The statement fills in the rest.
+_PLAIN_SENT = (
+    "task_id",
+    "name",
+    "label",
+    "max_attempts",
+    "bucket",
+    "bucket_key",
+    "tags",
+    "priority",
+    "created_at",
+    "args",
+    "kwargs",
+    "version",
+    "not_before",
+    "idempotency_key",
+)
+_PLAIN_AT = tuple([name for name, _ in SNAPSHOT_COLUMNS].index(name) for name in _PLAIN_SENT)
+_KINDS = dict(SNAPSHOT_COLUMNS)
+_QUEUED, _PENDING = TaskStatus.QUEUED, TaskStatus.PENDING
+
+
+def is_plain(snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> bool:
+    """Is this the enqueue ``Controller.enqueue`` makes: everything but the recipe implied?
+
+    Queued at version 1, attempt 0, nobody's, nothing run yet, updated and
+    queued when created, and one transition: ``pending -> queued`` at that
+    time, ``orchestrator:enqueued`` by ``system``. Such a task is written by
+    :func:`plain_insert_sql` from its recipe alone (a third of the values).
+    """
+    s = snapshot
+    if not (
+        s.status is _QUEUED
+        and s.status_version == 1
+        and s.attempt == 0
+        and s.owner is None
+        and s.started_at is None
+        and s.finished_at is None
+        and s.last_heartbeat_at is None
+        and s.progress is None
+        and s.failure is None
+        and s.result is None
+        and s.updated_at == s.created_at
+        and s.queued_at == s.created_at
+        and len(transitions) == 1
+    ):
+        return False
+    t = transitions[0]
+    return (
+        t.task_id == s.task_id
+        and t.version == 1
+        and t.from_status is _PENDING
+        and t.to_status is _QUEUED
+        and t.at == s.created_at
+        and t.trigger == Trigger.ENQUEUED
+        and t.actor == "system"
+        and t.reason is None
+        and t.attempt == 0
+    )
+
+
+def plain_insert_sql(schema: str) -> str:
+    """:func:`batch_insert_sql` for plain enqueues only (no carriers): the same rows, answers."""
+    columns = [(name, "jsonb" if name == "tags" else _KINDS[name]) for name in _PLAIN_SENT]
+    columns.append(("digest", "text"))
+    arrays = ", ".join(f"${i + 1}::{kind}[]" for i, (_, kind) in enumerate(columns))
+    aliases = ", ".join(name for name, _ in columns)
+    notify = len(columns) + 1
+    return f"""
+WITH input AS (
+    SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({aliases}, ord)
+), keyed AS (
+    INSERT INTO {schema}.idempotency_keys (idempotency_key, task_id, digest)
+    SELECT idempotency_key, task_id, digest FROM input WHERE idempotency_key IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING task_id
+), inserted AS (
+    INSERT INTO {schema}.tasks (task_id, name, label, status, status_version, attempt,
+        max_attempts, bucket, bucket_key, tags, priority, created_at, updated_at, queued_at,
+        args, kwargs, version, not_before, idempotency_key)
+    SELECT i.task_id, i.name, i.label, '{_QUEUED.value}', 1, 0, i.max_attempts, i.bucket,
+        i.bucket_key, ARRAY(SELECT jsonb_array_elements_text(i.tags)), i.priority,
+        i.created_at, i.created_at, i.created_at, i.args, i.kwargs, i.version, i.not_before,
+        i.idempotency_key
+    FROM input AS i
+    WHERE i.idempotency_key IS NULL OR i.task_id IN (SELECT task_id FROM keyed)
+    ON CONFLICT (task_id) DO NOTHING
+    RETURNING task_id, created_at
+), recorded AS (
+    INSERT INTO {schema}.transitions (task_id, version, from_status, to_status, at, trigger,
+        actor, reason, attempt)
+    SELECT task_id, 1, '{_PENDING.value}', '{_QUEUED.value}', created_at, '{Trigger.ENQUEUED}',
+        'system', NULL, 0
+    FROM inserted
+    ON CONFLICT DO NOTHING
+), notified AS (
+    SELECT pg_notify(${notify}, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_inserted
+)
+SELECT i.ord, t.task_id IS NOT NULL AS created,
+       i.task_id IN (SELECT task_id FROM keyed) AS keyed,
+       (SELECT count(*) FROM notified) AS notified
+FROM input AS i LEFT JOIN inserted AS t ON t.task_id = i.task_id
+ORDER BY i.ord
+"""
+
+
+def plain_arguments(batch: Sequence[Pending], channel: str) -> list[Any]:
+    """The arrays of :func:`plain_insert_sql` for ``batch`` (every one plain, ids unique)."""
+    arrays: list[list[Any]] = [[] for _ in range(len(_PLAIN_AT) + 1)]
+    columns = list(zip(arrays, _PLAIN_AT, strict=False))
+    digests = arrays[-1]
+    for pending in batch:
+        params = pending.params
+        for array, index in columns:
+            array.append(params[index])
+        digests.append(None if pending.key is None else pending.input)
     return [*arrays, channel]
 
 

@@ -41,6 +41,9 @@ from chongming.stores.postgres.enqueues import (
     Pending,
     batch_arguments,
     batch_insert_sql,
+    is_plain,
+    plain_arguments,
+    plain_insert_sql,
 )
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.schema import SchemaState
@@ -137,6 +140,7 @@ class WorkQueue:
         self.claims = Claims(schema, read=read, once=once, fail=fail)
         self._insert_batch = batch_insert_sql(schema)
         self._insert_batch_carried = batch_insert_sql(schema, carriers=True)
+        self._insert_plain = plain_insert_sql(schema)
         self._insert_carrier = (
             f"INSERT INTO {schema}.trace_carriers (task_id, carrier) VALUES ($1, $2::jsonb)"
             " ON CONFLICT (task_id) DO UPDATE SET carrier = EXCLUDED.carrier"
@@ -221,6 +225,7 @@ class WorkQueue:
             params=rows.encode(rows.full_params, snapshot, self._limit),
             transitions=rows.transition_rows(transitions, snapshot.task_id),
             carrier=carrier,
+            plain=is_plain(snapshot, transitions),
         )
 
     def _work(self, pending: Pending) -> Callable[[Any], Awaitable[Enqueued]]:
@@ -279,8 +284,11 @@ class WorkQueue:
         """Write ``batch`` in one transaction and answer every caller (see enqueues.py)."""
         what = f"enqueueing {len(batch)} tasks"
         carried = any(pending.carrier is not None for pending in batch)
-        arguments = batch_arguments(batch, self._channel, carriers=carried)
-        sql = self._insert_batch_carried if carried else self._insert_batch
+        if not carried and all(pending.plain for pending in batch):
+            sql, arguments = self._insert_plain, plain_arguments(batch, self._channel)
+        else:
+            arguments = batch_arguments(batch, self._channel, carriers=carried)
+            sql = self._insert_batch_carried if carried else self._insert_batch
 
         async def work(conn: Any) -> list[Any]:
             async with conn.transaction():
