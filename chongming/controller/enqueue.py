@@ -216,7 +216,9 @@ def build_enqueued_many(
         shape.version is None or shape.version in registry.versions(shape.name)
     ):
         spec = registry.get(shape.name, shape.version)
-    replace = dataclasses.replace
+    name, label, max_attempts = shape.name, shape.label, shape.max_attempts
+    bucket, bucket_key, tags, priority = shape.bucket, shape.bucket_key, shape.tags, shape.priority
+    version, not_before, queued = shape.version, shape.not_before, TaskStatus.QUEUED
     for index in range(1, len(calls)):
         args, kwargs = calls[index]
         args, kwargs = tuple(args), dict(kwargs)
@@ -231,14 +233,25 @@ def build_enqueued_many(
                 raise ConfigurationError(f"idempotency_key {error.reason}") from None
         task_id = new_task_id()
         now = to_datetime(clock.time())
-        snapshot = replace(
-            shape,
+        snapshot = TaskSnapshot(  # the first one's fields (built directly: no replace())
             task_id=task_id,
+            name=name,
+            label=label,
+            status=queued,
+            status_version=1,
+            attempt=0,
+            max_attempts=max_attempts,
             created_at=now,
             updated_at=now,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            tags=tags,
+            priority=priority,
             queued_at=now,
             args=args,
             kwargs=kwargs,
+            version=version,
+            not_before=not_before,
             idempotency_key=key,
         )
         transition = Transition(

@@ -310,7 +310,7 @@ class EnqueueBatcher:
     def __init__(self, run: Run, *, max_batch: int = 500) -> None:
         self._run = run  # settles every future of the batch it is given
         self._max_batch = max_batch
-        self._queue: asyncio.Queue[Pending | None] | None = None
+        self._queue: asyncio.Queue[Pending | list[Pending] | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -339,11 +339,10 @@ class EnqueueBatcher:
             self._queue = asyncio.Queue()
             self._task = loop.create_task(self._serve(self._queue), name="chongming-pg-enqueues")
         futures: list[asyncio.Future[Any]] = []
-        put = self._queue.put_nowait
         for pending in batch:
             future = pending.future = loop.create_future()
             futures.append(future)
-            put(pending)
+        self._queue.put_nowait(list(batch))  # one queue entry for the lot
         return futures
 
     async def close(self, grace: float) -> None:
@@ -360,10 +359,11 @@ class EnqueueBatcher:
             await asyncio.wait([task])
         while not queue.empty():
             left = queue.get_nowait()
-            if left is not None and left.future is not None and not left.future.done():
-                left.future.set_exception(StoreClosed("PostgresTaskStore"))
+            for pending in [] if left is None else left if isinstance(left, list) else [left]:
+                if pending.future is not None and not pending.future.done():
+                    pending.future.set_exception(StoreClosed("PostgresTaskStore"))
 
-    async def _serve(self, queue: asyncio.Queue[Pending | None]) -> None:
+    async def _serve(self, queue: asyncio.Queue[Pending | list[Pending] | None]) -> None:
         held: list[Pending] = []  # a repeated task id waits for the next batch
         stop = False
         while held or not stop:
@@ -371,7 +371,10 @@ class EnqueueBatcher:
                 first = await queue.get()
                 if first is None:
                     return
-                held.append(first)
+                if isinstance(first, list):
+                    held.extend(first)
+                else:
+                    held.append(first)
             batch: list[Pending] = []
             ids: set[str] = set()
             later: list[Pending] = []
@@ -381,6 +384,9 @@ class EnqueueBatcher:
                 item = queue.get_nowait()
                 if item is None:
                     stop = True
+                elif isinstance(item, list):
+                    for pending in item:
+                        self._place(pending, batch, ids, later)
                 else:
                     self._place(item, batch, ids, later)
             held = later
