@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import enum
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -47,7 +46,15 @@ from chongming.errors import (
 )
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.nodes import (
+    Command,
+    CommandKind,
+    CommandRecord,
+    CommandState,
+    NodeInfo,
+    NodeRecord,
+    TaskCount,
+)
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 if TYPE_CHECKING:  # queue.py uses stores.checks, which imports this module
@@ -63,32 +70,6 @@ __all__ = [
     "count_key",
     "is_stored",
 ]
-
-
-class CommandKind(enum.StrEnum):
-    STOP = "stop"
-    PAUSE = "pause"
-    RESUME = "resume"
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Command:
-    """A control request for a task held by another process.
-
-    ``target_owner`` addresses the command to the node that holds the task
-    (``None``: any node may claim it). ``claimed_by`` and
-    ``lease_expires_at`` are filled in by the store when it is claimed.
-    """
-
-    command_id: str
-    task_id: str
-    kind: CommandKind
-    created_at: datetime
-    actor: str = "user"
-    reason: str | None = None
-    target_owner: str | None = None
-    claimed_by: str | None = None
-    lease_expires_at: datetime | None = None
 
 
 class TaskStore(abc.ABC):

@@ -21,8 +21,7 @@ from chongming.state.payload import (
 )
 from chongming.state.records import Failure, Progress, TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command
-from chongming.stores.nodes import NodeInfo
+from chongming.stores.nodes import Command, NodeInfo
 
 __all__ = [
     "MAX_NODE_TEXT_CHARS",

@@ -39,7 +39,7 @@ from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
-from chongming.stores.base import Command, TaskStore, count_key
+from chongming.stores.base import TaskStore, count_key
 from chongming.stores.checks import (
     check_command,
     check_limit_arg,
@@ -72,6 +72,7 @@ from chongming.stores.limits import (
     granted_slots,
 )
 from chongming.stores.nodes import (
+    Command,
     CommandRecord,
     CommandState,
     NodeInfo,

@@ -16,10 +16,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from chongming.errors import ConfigurationError, NodeConflict, StoreError, StoreUnavailable
-from chongming.stores.base import Command, count_key
+from chongming.stores.base import count_key
 from chongming.stores.checks import check_limit_arg, check_node, check_outcome, check_ttl
 from chongming.stores.codec import STATUS_OF
-from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.nodes import (
+    Command,
+    CommandRecord,
+    CommandState,
+    NodeInfo,
+    NodeRecord,
+    TaskCount,
+)
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
 from chongming.stores.postgres.sql import Statements

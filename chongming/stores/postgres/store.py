@@ -36,10 +36,10 @@ from chongming.errors import (
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.stores.base import Command, TaskStore
+from chongming.stores.base import TaskStore
 from chongming.stores.checks import check_time
 from chongming.stores.identity import IdentityCache
-from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.nodes import Command, CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.commands import CommandsAndNodes, channel_for
 from chongming.stores.postgres.connections import (

@@ -16,10 +16,10 @@ from typing import Any
 from chongming.errors import PayloadError
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command, CommandKind
 from chongming.stores.checks import check_snapshot_text, check_time
 from chongming.stores.codec import dump
 from chongming.stores.columns import MUTABLE_COLUMNS, TASK_COLUMNS
+from chongming.stores.nodes import Command, CommandKind
 from chongming.stores.rowcodec import SQLITE, Encoder, compile_decoder, compile_encoder
 
 __all__ = [

@@ -59,7 +59,7 @@ from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES
-from chongming.stores.base import Command, TaskStore, count_key
+from chongming.stores.base import TaskStore, count_key
 from chongming.stores.checks import (
     check_command,
     check_limit_arg,
@@ -70,7 +70,7 @@ from chongming.stores.checks import (
 )
 from chongming.stores.codec import STATUS_OF, encode_progress
 from chongming.stores.identity import IdentityCache
-from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.nodes import Command, CommandRecord, NodeInfo, NodeRecord, TaskCount
 from chongming.stores.queue import (
     ClaimedTask,
     Enqueued,
@@ -102,7 +102,6 @@ from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
 from chongming.stores.sqlite.nodes import RECORD_SELECT, command_record_from_row
 from chongming.stores.sqlite.queue import SELECT_CARRIERS
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
-from chongming.stores.sqlite.transaction import enqueue_in_transaction
 from chongming.stores.sqlite.writer import Writer
 from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
@@ -609,6 +608,9 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         digest = input_digest(snapshot)
         text = None if carrier is None else encode_trace_carrier(carrier)
         if connection is not None:  # the caller's transaction (sqlite/transaction.py)
+            # aiosqlite is imported only here, where the caller's connection is checked.
+            from chongming.stores.sqlite.transaction import enqueue_in_transaction
+
             await self.open()  # the schema must exist before the caller's transaction uses it
             return await enqueue_in_transaction(connection, self._path, *params, digest, text)
         created, existing = await self._node_op("enqueue", *params, digest, text)
