@@ -55,7 +55,7 @@ from chongming.stores.nodes import (
     NodeRecord,
     TaskCount,
 )
-from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
+from chongming.stores.writes import WRITTEN, StateWrite, WriteOutcome, WriteResult
 
 if TYPE_CHECKING:  # queue.py uses stores.checks, which imports this module
     from chongming.stores.durable import Commit, DurableRun, EffectState, Fact, StepRecord
@@ -142,6 +142,12 @@ class TaskStore(abc.ABC):
         records are checked before they get here) are raised. This default
         applies the writes one by one; the built-in backends override it to
         commit a batch at once.
+
+        A write marked :attr:`~StateWrite.trusted` (the write-through marks
+        its own) holds records the runtime made and checked where it made
+        them: a backend may write it without checking it again. Every other
+        write gets every check :meth:`create` and :meth:`save` make. This
+        default checks every write.
 
         Cancellation: writes already handed to the backend may still commit;
         the caller re-reads (or re-sends, which is safe) to find out.
@@ -585,7 +591,7 @@ async def is_stored(store: TaskStore, write: StateWrite) -> bool:
     return all(history.get(t.version) == utc_transition(t) for t in write.transitions)
 
 
-_WRITTEN = WriteResult(outcome=WriteOutcome.WRITTEN)
+_WRITTEN = WRITTEN
 _CONFLICT = WriteResult(outcome=WriteOutcome.CONFLICT)
 _DUPLICATE = WriteResult(outcome=WriteOutcome.DUPLICATE)
 _NOT_FOUND = WriteResult(outcome=WriteOutcome.NOT_FOUND)

@@ -64,7 +64,7 @@ from chongming.stores.postgres.queue import QueueMethods, WorkQueue
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS, Statements
 from chongming.stores.postgres.writer import GroupWriter, WriteArgs, WriteResult
-from chongming.stores.writes import StateWrite, WriteOutcome
+from chongming.stores.writes import WRITTEN, StateWrite, WriteOutcome
 from chongming.stores.writes import WriteResult as StateResult
 
 __all__ = ["PostgresStoreStatistics", "PostgresTaskStore"]
@@ -767,7 +767,7 @@ class PostgresTaskStore(ClusterLimitMethods, DurableMethods, QueueMethods, TaskS
         await close_connection(conn)
 
 
-_WRITTEN = StateResult(outcome=WriteOutcome.WRITTEN)
+_WRITTEN = WRITTEN
 _CONFLICT = StateResult(outcome=WriteOutcome.CONFLICT)
 _DUPLICATE = StateResult(outcome=WriteOutcome.DUPLICATE)
 _NOT_FOUND = StateResult(outcome=WriteOutcome.NOT_FOUND)

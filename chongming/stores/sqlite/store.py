@@ -63,6 +63,7 @@ from chongming.stores.base import TaskStore, count_key
 from chongming.stores.checks import (
     check_command,
     check_limit_arg,
+    check_made,
     check_node,
     check_outcome,
     check_transitions,
@@ -103,7 +104,7 @@ from chongming.stores.sqlite.nodes import RECORD_SELECT, command_record_from_row
 from chongming.stores.sqlite.queue import SELECT_CARRIERS
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
 from chongming.stores.sqlite.writer import Writer
-from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
+from chongming.stores.writes import WRITTEN, StateWrite, WriteOutcome, WriteResult
 
 __all__ = ["SqliteTaskStore"]
 
@@ -322,9 +323,15 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
 
     # -- snapshots -----------------------------------------------------------
 
-    def _create_op(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> CreateOp:
-        row = r.encode(r.insert_row, snapshot, self._limit)
-        check_transitions(transitions, snapshot.task_id)
+    def _create_op(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition], trusted: bool = False
+    ) -> CreateOp:
+        if trusted:  # made and checked by the runtime (see StateWrite.trusted)
+            check_made(snapshot)
+            row = r.trusted_insert_row(snapshot, self._limit, None)
+        else:
+            row = r.encode(r.insert_row, snapshot, self._limit)
+            check_transitions(transitions, snapshot.task_id)
         return CreateOp(
             future=self._future(),
             task_id=snapshot.task_id,
@@ -334,21 +341,27 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         )
 
     def _save_op(
-        self, snapshot: TaskSnapshot, expect_version: int, transitions: Sequence[Transition]
+        self,
+        snapshot: TaskSnapshot,
+        expect_version: int,
+        transitions: Sequence[Transition],
+        trusted: bool = False,
     ) -> SaveOp:
         # Encoded once, here; only the mutable columns when the stored identity is known.
-        if self._identities.holds(snapshot, expect_version):
-            sql, encoder = PATCH_TASK, r.patch_row
+        patch = self._identities.holds(snapshot, expect_version)
+        if trusted:  # made and checked by the runtime (see StateWrite.trusted)
+            encoder = r.trusted_patch_row if patch else r.trusted_full_update_row
+            row = encoder(snapshot, self._limit, expect_version)
         else:
-            sql, encoder = UPDATE_TASK, r.full_update_row
-        row = r.encode(encoder, snapshot, self._limit, expect_version)
-        check_transitions(transitions, snapshot.task_id)
+            encoder = r.patch_row if patch else r.full_update_row
+            row = r.encode(encoder, snapshot, self._limit, expect_version)
+            check_transitions(transitions, snapshot.task_id)
         return SaveOp(
             future=self._future(),
             task_id=snapshot.task_id,
             expect_version=expect_version,
             new_version=snapshot.status_version,
-            sql=sql,
+            sql=PATCH_TASK if patch else UPDATE_TASK,
             row=row,
             transitions=[r.transition_row(t) for t in transitions],
         )
@@ -688,7 +701,8 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         """The whole batch in one transaction of the group-commit writer.
 
         Every write is encoded and checked first (a :class:`PayloadError`
-        raises before anything is queued). Each write still gets its own
+        raises before anything is queued; a trusted write is encoded, not
+        checked again: see :attr:`StateWrite.trusted`). Each write still gets its own
         outcome: the batch plan decides conflicts, duplicates and missing
         tasks per write against the stored versions, so a loser never fails
         its neighbours. Busy, full or unavailable rolls the whole transaction
@@ -703,9 +717,13 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         ops: list[WriteOp] = []
         for write in writes:
             if write.expect_version is None:
-                ops.append(self._create_op(write.snapshot, write.transitions))
+                ops.append(self._create_op(write.snapshot, write.transitions, write.trusted))
             else:
-                ops.append(self._save_op(write.snapshot, write.expect_version, write.transitions))
+                ops.append(
+                    self._save_op(
+                        write.snapshot, write.expect_version, write.transitions, write.trusted
+                    )
+                )
         if self._writer is None:
             await self.open()
         writer = self._writer
@@ -742,7 +760,7 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         return _WRITTEN
 
 
-_WRITTEN = WriteResult(outcome=WriteOutcome.WRITTEN)
+_WRITTEN = WRITTEN
 _CONFLICT = WriteResult(outcome=WriteOutcome.CONFLICT)
 _DUPLICATE = WriteResult(outcome=WriteOutcome.DUPLICATE)
 _NOT_FOUND = WriteResult(outcome=WriteOutcome.NOT_FOUND)
