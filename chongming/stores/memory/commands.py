@@ -6,9 +6,7 @@ import asyncio
 import dataclasses
 from datetime import timedelta
 
-from chongming.errors import (
-    NodeConflict,
-)
+from chongming.errors import NodeConflict
 from chongming.stores.checks import (
     check_command,
     check_limit_arg,
@@ -17,13 +15,7 @@ from chongming.stores.checks import (
     check_ttl,
 )
 from chongming.stores.memory.state import MemoryState, _utc
-from chongming.stores.nodes import (
-    Command,
-    CommandRecord,
-    CommandState,
-    NodeInfo,
-    NodeRecord,
-)
+from chongming.stores.nodes import Command, CommandRecord, CommandState, NodeInfo, NodeRecord
 from chongming.stores.ports.commands import CommandStore
 
 __all__ = ["CommandsOnMemory"]

@@ -7,26 +7,15 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from chongming.errors import (
-    DuplicateTaskId,
-    StoreClosed,
-    TaskNotFound,
-    VersionConflict,
-)
+from chongming.errors import DuplicateTaskId, StoreClosed, TaskNotFound, VersionConflict
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES
 from chongming.stores.base import count_key
-from chongming.stores.checks import (
-    check_made,
-    check_time,
-    check_transitions,
-)
+from chongming.stores.checks import check_made, check_time, check_transitions
 from chongming.stores.codec import encode_progress
 from chongming.stores.memory.state import MemoryState, _utc
-from chongming.stores.nodes import (
-    TaskCount,
-)
+from chongming.stores.nodes import TaskCount
 from chongming.stores.ports.core import CoreStore
 from chongming.stores.stored import as_stored, utc_transition
 from chongming.stores.writes import WRITTEN, StateWrite, WriteOutcome, WriteResult

@@ -8,10 +8,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from chongming.errors import (
-    FactConflict,
-    TaskNotFound,
-)
+from chongming.errors import FactConflict, TaskNotFound
 from chongming.state.payload import json_form
 from chongming.state.status import TaskStatus
 from chongming.stores.durable import (

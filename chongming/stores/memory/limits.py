@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from chongming.errors import (
-    UnknownClusterLimit,
-)
+from chongming.errors import UnknownClusterLimit
 from chongming.stores.limits import (
     ClusterLimit,
     check_capacity,

@@ -6,19 +6,12 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 
-from chongming.errors import (
-    ConfigurationError,
-    DuplicateTaskId,
-    IdempotencyConflict,
-)
+from chongming.errors import ConfigurationError, DuplicateTaskId, IdempotencyConflict
 from chongming.state.machine import apply_transition
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
-from chongming.stores.checks import (
-    check_time,
-    check_transitions,
-)
+from chongming.stores.checks import check_time, check_transitions
 from chongming.stores.memory.state import MemoryState
 from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.queue import QueueStore

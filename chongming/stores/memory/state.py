@@ -7,20 +7,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from chongming.errors import (
-    StoreClosed,
-)
+from chongming.errors import StoreClosed
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.records import TaskSnapshot, Transition
-from chongming.stores.durable import (
-    DurableRun,
-    Fact,
-    StepRecord,
-)
-from chongming.stores.nodes import (
-    Command,
-    NodeRecord,
-)
+from chongming.stores.durable import DurableRun, Fact, StepRecord
+from chongming.stores.nodes import Command, NodeRecord
 from chongming.stores.stored import utc_transition
 
 __all__ = ["MemoryState"]

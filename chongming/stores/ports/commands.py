@@ -11,12 +11,7 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Protocol
 
-from chongming.stores.nodes import (
-    Command,
-    CommandRecord,
-    NodeInfo,
-    NodeRecord,
-)
+from chongming.stores.nodes import Command, CommandRecord, NodeInfo, NodeRecord
 
 if TYPE_CHECKING:  # these import stores.checks, which needs the records above
     pass

@@ -27,9 +27,7 @@ from chongming.errors import (
 )
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.stores.nodes import (
-    TaskCount,
-)
+from chongming.stores.nodes import TaskCount
 from chongming.stores.writes import WRITTEN, StateWrite, WriteOutcome, WriteResult
 
 if TYPE_CHECKING:  # these import stores.checks, which needs the records above

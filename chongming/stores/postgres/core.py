@@ -25,13 +25,8 @@ from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores.checks import check_time
 from chongming.stores.ports.core import CoreStore
 from chongming.stores.postgres import rows
-from chongming.stores.postgres.connections import (
-    same_write,
-)
-from chongming.stores.postgres.driver import (
-    is_connection_error,
-    translate,
-)
+from chongming.stores.postgres.connections import same_write
+from chongming.stores.postgres.driver import is_connection_error, translate
 from chongming.stores.postgres.pool import PostgresPlumbing
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
 from chongming.stores.postgres.writer import WriteArgs, WriteResult

@@ -15,24 +15,11 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from chongming.errors import (
-    ConfigurationError,
-    StoreClosed,
-    StoreError,
-    StoreUnavailable,
-)
+from chongming.errors import ConfigurationError, StoreClosed, StoreError, StoreUnavailable
 from chongming.stores.identity import IdentityCache
 from chongming.stores.postgres.commands import CommandsAndNodes
-from chongming.stores.postgres.connections import (
-    close_connection,
-    discard,
-    keep_session,
-)
-from chongming.stores.postgres.driver import (
-    is_connection_error,
-    raise_translated,
-    translate,
-)
+from chongming.stores.postgres.connections import close_connection, discard, keep_session
+from chongming.stores.postgres.driver import is_connection_error, raise_translated, translate
 from chongming.stores.postgres.dsn import ConnectTarget, redact_text
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.sql import Statements

@@ -20,20 +20,14 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from chongming.errors import (
-    ConfigurationError,
-)
+from chongming.errors import ConfigurationError
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.stores.base import TaskStore
 from chongming.stores.identity import IdentityCache
 from chongming.stores.postgres.commands import CommandMethods, CommandsAndNodes, channel_for
-from chongming.stores.postgres.connections import (
-    close_pool,
-)
+from chongming.stores.postgres.connections import close_pool
 from chongming.stores.postgres.core import CoreMethods
-from chongming.stores.postgres.driver import (
-    load_asyncpg,
-)
+from chongming.stores.postgres.driver import load_asyncpg
 from chongming.stores.postgres.dsn import ConnectTarget, parse_dsn
 from chongming.stores.postgres.durable import DurableMethods
 from chongming.stores.postgres.limits import ClusterLimitMethods

@@ -11,9 +11,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from chongming.errors import (
-    StoreClosed,
-)
+from chongming.errors import StoreClosed
 from chongming.stores.checks import (
     check_command,
     check_limit_arg,
@@ -24,9 +22,7 @@ from chongming.stores.checks import (
 from chongming.stores.nodes import Command, CommandRecord, NodeInfo, NodeRecord
 from chongming.stores.ports.commands import CommandStore
 from chongming.stores.sqlite import rows as r
-from chongming.stores.sqlite.batch import (
-    CommandOp,
-)
+from chongming.stores.sqlite.batch import CommandOp
 from chongming.stores.sqlite.internals import SqliteInternals
 from chongming.stores.sqlite.nodes import RECORD_SELECT, command_record_from_row
 

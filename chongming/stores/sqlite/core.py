@@ -12,21 +12,12 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from chongming.errors import (
-    DuplicateTaskId,
-    StoreClosed,
-    StoreError,
-    TaskNotFound,
-    VersionConflict,
-)
+from chongming.errors import DuplicateTaskId, StoreClosed, StoreError, TaskNotFound, VersionConflict
 from chongming.state.query import TaskQuery
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES
 from chongming.stores.base import count_key
-from chongming.stores.checks import (
-    check_made,
-    check_transitions,
-)
+from chongming.stores.checks import check_made, check_transitions
 from chongming.stores.codec import STATUS_OF, encode_progress
 from chongming.stores.nodes import TaskCount
 from chongming.stores.ports.core import CoreStore

@@ -43,18 +43,11 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from chongming.errors import (
-    ConfigurationError,
-    StoreClosed,
-    StoreUnavailable,
-)
+from chongming.errors import ConfigurationError, StoreClosed, StoreUnavailable
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.stores.base import TaskStore
 from chongming.stores.identity import IdentityCache
-from chongming.stores.sqlite.batch import (
-    CommandOp,
-    WriteOp,
-)
+from chongming.stores.sqlite.batch import CommandOp, WriteOp
 from chongming.stores.sqlite.commands import ClaimLook, CommandsOnSqlite
 from chongming.stores.sqlite.connection import SqliteConnection
 from chongming.stores.sqlite.core import CoreOnSqlite
