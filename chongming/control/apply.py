@@ -28,7 +28,8 @@ from chongming.state.machine import apply_transition
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
-from chongming.stores.base import Command, CommandKind, TaskStore
+from chongming.stores.base import TaskStore
+from chongming.stores.nodes import Command, CommandKind
 
 __all__ = ["apply_command", "send_command"]
 

@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable
 
 from chongming.errors import StoreClosed, StoreError
 from chongming.run.host import OwnedTasks
-from chongming.stores.base import Command, TaskStore
+from chongming.stores.base import TaskStore
 from chongming.stores.checks import MAX_OUTCOME_CHARS
+from chongming.stores.nodes import Command
 
 __all__ = ["CommandPoller"]
 

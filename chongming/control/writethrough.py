@@ -39,7 +39,7 @@ from chongming.errors import DuplicateTaskId, StoreClosed, StoreError
 from chongming.run.verdict import describe_error
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
-from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
+from chongming.stores.writes import WRITTEN, StateWrite, WriteOutcome, WriteResult
 
 __all__ = ["WriteThrough"]
 
@@ -316,6 +316,7 @@ class WriteThrough:
                     snapshot=run.snapshot,
                     transitions=run.transitions_since(entry.stored),
                     expect_version=entry.stored if entry.created else None,
+                    trusted=True,  # the run made and checked them: the store need not again
                 )
             )
         try:
@@ -336,14 +337,24 @@ class WriteThrough:
         except Exception as error:  # a backend bug must not kill the writer
             _log.exception("apply_writes raised; retrying the batch")
             results = [WriteResult(outcome=WriteOutcome.FAILED, error=error)] * len(batch)
-        results = [
-            await self._verify(entry, result)
-            if entry.uncertain and result.outcome in (WriteOutcome.CONFLICT, WriteOutcome.DUPLICATE)
-            else result
-            for entry, result in zip(batch, results, strict=True)
-        ]
         failed = False
         for entry, write, result in zip(batch, writes, results, strict=True):
+            if result is _WRITTEN_FAST and not entry.waiters and entry.creation is None:
+                # The common case, inline: written, nobody waits (see _settle).
+                entry.created = True
+                entry.uncertain = False
+                entry.stored = write.snapshot.status_version
+                run = entry.run
+                if run.status_version > entry.stored:
+                    self._redirty(entry)
+                elif run.done:
+                    del self._entries[run.task_id]
+                continue
+            if entry.uncertain and result.outcome in (
+                WriteOutcome.CONFLICT,
+                WriteOutcome.DUPLICATE,
+            ):
+                result = await self._verify(entry, result)
             if self._settle(entry, write, result):
                 failed = True
         if not failed and self._failing_since is not None:
@@ -391,7 +402,8 @@ class WriteThrough:
             entry.stored = write.snapshot.status_version
             if entry.creation is not None and not entry.creation.done():
                 entry.creation.set_result(None)
-            self._release_waiters(entry, True)
+            if entry.waiters:
+                self._release_waiters(entry, True)
             if run.status_version > entry.stored:
                 self._redirty(entry)
             elif run.done and not entry.waiters:
@@ -478,3 +490,7 @@ class WriteThrough:
 
 #: What ``_verify`` answers when an earlier write of ours had committed.
 _ADOPTED = WriteResult(outcome=WriteOutcome.WRITTEN)
+#: Outcomes that may hide an earlier write of ours that committed after all (see _verify).
+_LOST = (WriteOutcome.CONFLICT, WriteOutcome.DUPLICATE)
+#: What the built-in stores answer for a write that committed (one shared instance).
+_WRITTEN_FAST = WRITTEN

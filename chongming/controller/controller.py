@@ -77,7 +77,8 @@ from chongming.state.payload import (
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command, CommandKind, TaskStore
+from chongming.stores.base import TaskStore
+from chongming.stores.nodes import Command, CommandKind
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, durable_needs_store
 

@@ -34,7 +34,8 @@ from chongming.control.reconcile import ReconcileReport
 from chongming.errors import ConfigurationError, PayloadError
 from chongming.scheduler.limits import AdmissionStatistics
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command, TaskStore
+from chongming.stores.base import TaskStore
+from chongming.stores.nodes import Command
 from chongming.stores.queue import check_trace_carrier
 from chongming.stores.writes import StateWrite, WriteResult
 

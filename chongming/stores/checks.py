@@ -21,8 +21,7 @@ from chongming.state.payload import (
 )
 from chongming.state.records import Failure, Progress, TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command
-from chongming.stores.nodes import NodeInfo
+from chongming.stores.nodes import Command, NodeInfo
 
 __all__ = [
     "MAX_NODE_TEXT_CHARS",
@@ -30,6 +29,7 @@ __all__ = [
     "check_command",
     "check_failure",
     "check_limit_arg",
+    "check_made",
     "check_node",
     "check_outcome",
     "check_progress",
@@ -88,6 +88,22 @@ def check_snapshot_text(snapshot: TaskSnapshot) -> None:
             check_time(value, name)
     check_progress(snapshot.progress)
     check_failure(snapshot.failure)
+
+
+def check_made(snapshot: TaskSnapshot) -> None:
+    """What a trusted create still checks: the texts the runtime takes as given.
+
+    A run checks its task id, label, tags, arguments, progress and reasons
+    where it makes them, makes failure texts storable and stamps aware UTC
+    times; the task name (a registration's, or one passed to submit) and the
+    bucket key are kept as they came. They never change after the create, so
+    a trusted save checks nothing.
+    """
+    name = snapshot.name
+    if not (type(name) is str and name.isascii() and "\x00" not in name):
+        check_text(name, "name")
+    if snapshot.bucket_key is not None:
+        check_text(snapshot.bucket_key, "bucket_key")
 
 
 def check_failure(failure: Failure | None) -> None:

@@ -18,9 +18,10 @@ from chongming.state.status import TaskStatus
 
 if TYPE_CHECKING:
     from chongming.state.records import TaskSnapshot
-    from chongming.stores.base import Command
 
 __all__ = [
+    "Command",
+    "CommandKind",
     "CommandRecord",
     "CommandState",
     "NodeInfo",
@@ -30,6 +31,32 @@ __all__ = [
     "unserved_counts",
     "unserved_key",
 ]
+
+
+class CommandKind(enum.StrEnum):
+    STOP = "stop"
+    PAUSE = "pause"
+    RESUME = "resume"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """A control request for a task held by another process.
+
+    ``target_owner`` addresses the command to the node that holds the task
+    (``None``: any node may claim it). ``claimed_by`` and
+    ``lease_expires_at`` are filled in by the store when it is claimed.
+    """
+
+    command_id: str
+    task_id: str
+    kind: CommandKind
+    created_at: datetime
+    actor: str = "user"
+    reason: str | None = None
+    target_owner: str | None = None
+    claimed_by: str | None = None
+    lease_expires_at: datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,7 +23,7 @@ import json
 from collections.abc import Collection, Mapping
 
 from chongming.errors import PayloadError
-from chongming.state.payload import valid_version
+from chongming.state.payload import check_payload, valid_version
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.checks import check_text
 
@@ -138,13 +138,19 @@ def input_digest(snapshot: TaskSnapshot) -> str:
     Canonical JSON (sorted keys, no spaces) of values already in their JSON
     form, so the same input gives the same digest in every process and store.
     """
-    text = json.dumps(
-        [snapshot.name, snapshot.version, list(snapshot.args), dict(snapshot.kwargs)],
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    )
+    try:
+        text = json.dumps(
+            [snapshot.name, snapshot.version, list(snapshot.args), dict(snapshot.kwargs)],
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+    except (TypeError, ValueError, RecursionError) as error:
+        # Arguments no store can keep: the shared check names why (as create would).
+        check_payload(list(snapshot.args), "args", None)
+        check_payload(dict(snapshot.kwargs), "kwargs", None)
+        raise PayloadError("arguments", f"cannot be stored ({error})") from None
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

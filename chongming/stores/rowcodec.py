@@ -28,6 +28,7 @@ from chongming.stores.columns import Column, Kind
 __all__ = [
     "POSTGRES",
     "SQLITE",
+    "SQLITE_TRUSTED",
     "Decoder",
     "Dialect",
     "Encoder",
@@ -72,6 +73,11 @@ def _namespace() -> dict[str, Any]:
         "_failure": codec.encode_failure,
         "_decode_failure": codec.decode_failure,
         "_payload": codec.encode_payload,
+        "_dump": codec.dump,
+        "_STATUS_TEXT": codec.STATUS_TEXT,
+        "_TAGS_TEXT": codec.cached_tags,
+        "_progress_made": codec.encode_made_progress,
+        "_failure_made": codec.encode_made_failure,
         "_decode_payload": codec.decode_payload,
         "_decode_args": codec.decode_args,
         "_decode_kwargs": codec.decode_kwargs,
@@ -132,6 +138,34 @@ def _sqlite_encode(column: Column) -> str:
     return _encode_common(column)
 
 
+def _sqlite_encode_trusted(column: Column) -> str:
+    """A record the runtime made and checked (a trusted write): encoded, not checked again.
+
+    Texts go as they are, payloads (already in their JSON form) through the
+    reusable C encoder, progress within the store's cap.
+    """
+    name = column.name
+    value = f"s.{name}"
+    kind = column.kind
+    if kind is Kind.TIME:
+        return _sqlite_encode(column)
+    if kind in (Kind.KEY, Kind.TEXT, Kind.LABEL, Kind.INTEGER):
+        return value
+    if kind is Kind.STATUS:
+        return f"_STATUS_TEXT[{value}]"
+    if kind is Kind.TAGS:
+        return f"(_TAGS_TEXT(v) or _tags(v) if (v := {value}) else '[]')"
+    if kind is Kind.PROGRESS:
+        return f"(None if (v := {value}) is None else _progress_made(v, limit))"
+    if kind is Kind.FAILURE:
+        return f"(None if (v := {value}) is None else _failure_made(v))"
+    if kind is Kind.PAYLOAD:
+        return f"('null' if (v := {value}) is None else _dump(v))"
+    if kind is Kind.ARGS:
+        return f"(_dump(v) if (v := {value}) else '[]')"
+    return f"(_dump(v) if (v := {value}) else '{{}}')"  # Kind.KWARGS
+
+
 def _sqlite_decode(column: Column, value: str) -> str:
     if column.kind is Kind.TIME:
         if column.nullable:
@@ -175,6 +209,8 @@ class Dialect:
 
 
 SQLITE = Dialect("sqlite", _sqlite_encode, _sqlite_decode)
+#: SQLite's encoding of a trusted write (see :func:`_sqlite_encode_trusted`).
+SQLITE_TRUSTED = Dialect("sqlite", _sqlite_encode_trusted, _sqlite_decode)
 POSTGRES = Dialect("postgres", _postgres_encode, _postgres_decode)
 
 

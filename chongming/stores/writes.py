@@ -16,16 +16,27 @@ from collections.abc import Sequence
 
 from chongming.state.records import TaskSnapshot, Transition
 
-__all__ = ["StateWrite", "WriteOutcome", "WriteResult"]
+__all__ = ["WRITTEN", "StateWrite", "WriteOutcome", "WriteResult"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StateWrite:
-    """Create a task (``expect_version is None``) or move a stored one forward."""
+    """Create a task (``expect_version is None``) or move a stored one forward.
+
+    ``trusted``: the runtime made these records and checked them where it
+    made them, once (task id, label, tags and reasons at submit; arguments
+    and the result in their JSON form within the controller's payload limit;
+    failure texts made storable; times aware). The write-through marks its
+    writes so; a store then writes them without checking them again. Any
+    other write (the default) gets every check of ``create`` and ``save``:
+    a bad record raises :class:`~chongming.errors.PayloadError` and nothing
+    of the batch is written.
+    """
 
     snapshot: TaskSnapshot
     transitions: Sequence[Transition]
     expect_version: int | None = None
+    trusted: bool = False
 
 
 class WriteOutcome(enum.StrEnum):
@@ -40,3 +51,8 @@ class WriteOutcome(enum.StrEnum):
 class WriteResult:
     outcome: WriteOutcome
     error: BaseException | None = None  # for FAILED: what the store raised
+
+
+#: The result of a write that committed. Backends answer with this one
+#: instance, so the write-through can tell the common case by identity.
+WRITTEN = WriteResult(outcome=WriteOutcome.WRITTEN)

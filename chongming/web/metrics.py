@@ -30,7 +30,8 @@ from chongming.control.reconcile import ReconcileReport
 from chongming.controller.observers import Observer, RuntimeFacts
 from chongming.run.task_run import steps_of
 from chongming.state.status import CARRIER_STATUSES, TaskStatus
-from chongming.stores.base import Command, TaskStore
+from chongming.stores.base import TaskStore
+from chongming.stores.nodes import Command
 from chongming.stores.writes import StateWrite, WriteResult
 from chongming.web.extras import need
 

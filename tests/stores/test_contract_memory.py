@@ -43,7 +43,7 @@ class TestInMemoryContract(
 
 
 async def test_wait_command_hint_wakes_on_submit() -> None:
-    from chongming.stores.base import Command, CommandKind
+    from chongming.stores.nodes import Command, CommandKind
 
     store = InMemoryTaskStore()
     waiter = asyncio.create_task(store.wait_command_hint())

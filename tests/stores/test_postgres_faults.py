@@ -19,7 +19,7 @@ from chongming.errors import StoreUnavailable, VersionConflict
 from chongming.state.fold import fold_history
 from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command, CommandKind
+from chongming.stores.nodes import Command, CommandKind
 from chongming.testing.store_contract import make_snapshot, next_step
 from tests.stores.pg_support import (
     PgStoreFactory,

@@ -225,7 +225,7 @@ async def test_a_killed_lease_holder_lets_another_process_claim(
 ) -> None:
     store = factory.make()
     schema = factory.schemas[-1]
-    from chongming.stores.base import Command, CommandKind
+    from chongming.stores.nodes import Command, CommandKind
 
     await store.submit_command(
         Command(command_id="c", task_id="t", kind=CommandKind.STOP, created_at=datetime.now(UTC))

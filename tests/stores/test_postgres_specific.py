@@ -15,7 +15,7 @@ from chongming.errors import PayloadError, SchemaError, StoreError
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command, CommandKind
+from chongming.stores.nodes import Command, CommandKind
 from chongming.stores.postgres import PostgresTaskStore
 from chongming.stores.postgres.schema import SCHEMA_VERSION
 from chongming.testing.store_contract import make_snapshot, next_step

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chongming.stores.base import Command, CommandKind
-from chongming.stores.nodes import NodeInfo
+from chongming.stores.nodes import Command, CommandKind, NodeInfo
 from chongming.stores.sqlite import SqliteTaskStore
 from chongming.stores.sqlite.schema import LATEST_VERSION, MIGRATIONS
 

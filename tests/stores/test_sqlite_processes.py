@@ -177,7 +177,7 @@ async def test_a_killed_lease_holder_loses_its_command_when_the_lease_expires(
     import signal
     from datetime import UTC, datetime
 
-    from chongming.stores.base import Command, CommandKind
+    from chongming.stores.nodes import Command, CommandKind
 
     path = str(tmp_path / "tasks.db")
     lease = 1.5

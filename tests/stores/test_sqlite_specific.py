@@ -342,7 +342,7 @@ async def test_store_clock_never_goes_backwards(monkeypatch: pytest.MonkeyPatch)
 async def test_wait_command_hint_wakes_on_a_local_submit() -> None:
     from datetime import UTC, datetime
 
-    from chongming.stores.base import Command, CommandKind
+    from chongming.stores.nodes import Command, CommandKind
 
     async with SqliteTaskStore(":memory:") as store:
         waiter = asyncio.create_task(store.wait_command_hint())

@@ -13,18 +13,31 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from chongming.stores.ports.commands import CommandStore
+from chongming.stores.postgres.driver import translating
+
+if TYPE_CHECKING:
+    from chongming.stores.postgres.listener import CommandListener
 
 from chongming.errors import ConfigurationError, NodeConflict, StoreError, StoreUnavailable
-from chongming.stores.base import Command, count_key
+from chongming.stores.base import count_key
 from chongming.stores.checks import check_limit_arg, check_node, check_outcome, check_ttl
 from chongming.stores.codec import STATUS_OF
-from chongming.stores.nodes import CommandRecord, CommandState, NodeInfo, NodeRecord, TaskCount
+from chongming.stores.nodes import (
+    Command,
+    CommandRecord,
+    CommandState,
+    NodeInfo,
+    NodeRecord,
+    TaskCount,
+)
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
 from chongming.stores.postgres.sql import Statements
 
-__all__ = ["CommandsAndNodes", "channel_for", "notify_payload"]
+__all__ = ["CommandMethods", "CommandsAndNodes", "channel_for", "notify_payload"]
 
 T = TypeVar("T")
 Work = Callable[[Any], Awaitable[T]]
@@ -314,3 +327,69 @@ def _record_from_row(row: Mapping[str, Any]) -> CommandRecord:
     return CommandRecord(
         command=command, state=CommandState.CLAIMED if claimed else CommandState.PENDING
     )
+
+
+class CommandMethods(CommandStore):
+    """The port's command, node and count methods, for ``PostgresTaskStore`` (its ``_commands``)."""
+
+    _commands: CommandsAndNodes
+    _listener: CommandListener
+
+    if TYPE_CHECKING:
+
+        def _check_open(self) -> None: ...
+
+        async def open(self) -> None: ...
+
+        def _scrub(self, text: str) -> str: ...
+
+    async def submit_command(self, command: Command) -> None:
+        await self._commands.submit(command)
+
+    async def claim_commands(
+        self, owner: str, *, lease_seconds: float, limit: int = 100
+    ) -> list[Command]:
+        return await self._commands.claim(owner, lease_seconds, limit)
+
+    async def complete_command(
+        self, command_id: str, owner: str, outcome: str | None = None
+    ) -> bool:
+        return await self._commands.complete(command_id, owner, outcome)
+
+    async def release_command(self, command_id: str, owner: str) -> bool:
+        return await self._commands.release(command_id, owner)
+
+    async def wait_command_hint(self) -> None:
+        """Return when a command may have arrived, or after the listener reconnected.
+
+        Only a hint: poll afterwards. The first call (and any call after the
+        listening session was lost) returns as soon as LISTEN is in place,
+        because notifications sent before that were missed.
+
+        Cancellation: safe; the listener connection stays for the next call.
+        """
+        self._check_open()
+        await self.open()
+        with translating("waiting for a command notification", self._scrub):
+            await self._listener.wait()
+        self._check_open()
+
+    async def command_records(
+        self, *, task_id: str | None = None, limit: int = 100
+    ) -> list[CommandRecord]:
+        return await self._commands.records(task_id, limit)
+
+    async def register_node(self, info: NodeInfo, *, ttl_seconds: float) -> NodeRecord:
+        return await self._commands.register_node(info, ttl_seconds)
+
+    async def renew_node(self, owner: str, incarnation: str, *, ttl_seconds: float) -> bool:
+        return await self._commands.renew_node(owner, incarnation, ttl_seconds)
+
+    async def release_node(self, owner: str, incarnation: str) -> None:
+        await self._commands.release_node(owner, incarnation)
+
+    async def nodes(self) -> list[NodeRecord]:
+        return await self._commands.nodes()
+
+    async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
+        return await self._commands.task_counts(active_only=active_only)

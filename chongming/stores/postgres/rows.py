@@ -16,9 +16,9 @@ from typing import Any
 from chongming.errors import PayloadError
 from chongming.state.records import Progress, TaskSnapshot, Transition
 from chongming.stores import checks
-from chongming.stores.base import Command, CommandKind
 from chongming.stores.codec import STATUS_OF, encode_progress
 from chongming.stores.columns import IDENTITY_COLUMNS, TASK_COLUMNS
+from chongming.stores.nodes import Command, CommandKind
 from chongming.stores.postgres.writer import WriteArgs
 from chongming.stores.rowcodec import POSTGRES, Encoder, compile_decoder, compile_encoder
 

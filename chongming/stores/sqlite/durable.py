@@ -11,7 +11,7 @@ import dataclasses
 import inspect
 import json
 import sqlite3
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,8 @@ from chongming.stores.durable import (
     check_step,
     same_fact_value,
 )
+from chongming.stores.ports.durable import DurableStore
+from chongming.stores.sqlite.internals import SqliteInternals
 from chongming.stores.sqlite.rows import from_micros
 
 __all__ = ["ACTIONS", "DurableOnSqlite", "run_action"]
@@ -259,22 +261,7 @@ def _record(
     return dataclasses.replace(step, seq=seq, epoch=epoch)
 
 
-class _WriterPort:
-    """What a mixin of :class:`~chongming.stores.sqlite.SqliteTaskStore` calls on it."""
-
-    _limit: int | None
-
-    async def _node_op(self, action: str, *params: Any) -> Any:
-        raise NotImplementedError  # the store's: an op in the writer's transaction
-
-    async def _read(self, sql: str, params: Sequence[Any] = ()) -> Iterable[Any]:
-        raise NotImplementedError  # the store's: a read on the reader connection
-
-    async def _guarded_now(self) -> int:
-        raise NotImplementedError  # the store's: its clock for a read, in microseconds
-
-
-class DurableOnSqlite(_WriterPort):
+class DurableOnSqlite(SqliteInternals, DurableStore):
     """The store port's durable methods: decisions in the writer's transaction, reads apart."""
 
     async def store_time(self) -> datetime:

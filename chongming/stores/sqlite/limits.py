@@ -19,7 +19,8 @@ from chongming.stores.limits import (
     check_limit_name,
     granted_slots,
 )
-from chongming.stores.sqlite.durable import _WriterPort
+from chongming.stores.ports.limits import ClusterLimitStore
+from chongming.stores.sqlite.internals import SqliteInternals
 
 __all__ = ["ACTIONS", "ClusterLimitsOnSqlite", "run_action"]
 
@@ -110,7 +111,7 @@ def _list(conn: sqlite3.Connection, now: int) -> list[ClusterLimit]:
     ]
 
 
-class ClusterLimitsOnSqlite(_WriterPort):
+class ClusterLimitsOnSqlite(SqliteInternals, ClusterLimitStore):
     """The store port's cluster-limit methods: each one op in the writer's transaction."""
 
     async def declare_cluster_limit(self, name: str, capacity: int) -> int:

@@ -11,16 +11,33 @@ take the same task.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from chongming.errors import DuplicateTaskId, IdempotencyConflict
 from chongming.state.attempts import CONTINUES_ATTEMPT
-from chongming.state.records import Transition
+from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.triggers import Trigger
+from chongming.stores.checks import check_transitions
 from chongming.stores.codec import dump
-from chongming.stores.queue import ClaimedTask
+from chongming.stores.ports.carriers import CarrierStore
+from chongming.stores.ports.queue import QueueStore
+from chongming.stores.queue import (
+    ClaimedTask,
+    Enqueued,
+    Serves,
+    check_claim,
+    check_enqueued,
+    check_exclude_tags,
+    check_trace_carrier,
+    decode_trace_carrier,
+    encode_trace_carrier,
+    input_digest,
+)
+from chongming.stores.sqlite import rows
 from chongming.stores.sqlite.batch import INSERT_TASK, INSERT_TRANSITION
+from chongming.stores.sqlite.internals import SqliteInternals
 from chongming.stores.sqlite.rows import (
     TASK_NAMES,
     TRANSITION_COLUMNS,
@@ -28,7 +45,14 @@ from chongming.stores.sqlite.rows import (
     transition_from_row,
 )
 
-__all__ = ["INSERT_CARRIER", "SELECT_CARRIERS", "claim_tasks", "enqueue", "release_claim"]
+__all__ = [
+    "INSERT_CARRIER",
+    "SELECT_CARRIERS",
+    "QueueOnSqlite",
+    "claim_tasks",
+    "enqueue",
+    "release_claim",
+]
 
 _KEY = "SELECT task_id, digest FROM idempotency_keys WHERE idempotency_key = ?"
 _INSERT_KEY = "INSERT INTO idempotency_keys (idempotency_key, task_id, digest) VALUES (?, ?, ?)"
@@ -181,3 +205,85 @@ _RELEASE = (
 
 def release_claim(conn: sqlite3.Connection, task_id: str, owner: str, version: int) -> bool:
     return conn.execute(_RELEASE, (task_id, owner, version)).rowcount == 1
+
+
+class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
+    """The port's queue and trace carriers: each decision one op in the writer's transaction."""
+
+    async def enqueue(
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
+    ) -> Enqueued:
+        check_enqueued(snapshot)
+        row = rows.encode(rows.insert_row, snapshot, self._limit)
+        check_transitions(transitions, snapshot.task_id)
+        carrier = check_trace_carrier(trace_carrier)
+        key = snapshot.idempotency_key
+        params = (row, [rows.transition_row(t) for t in transitions], snapshot.task_id, key)
+        digest = input_digest(snapshot)
+        text = None if carrier is None else encode_trace_carrier(carrier)
+        if connection is not None:  # the caller's transaction (sqlite/transaction.py)
+            # aiosqlite is imported only here, where the caller's connection is checked.
+            from chongming.stores.sqlite.transaction import enqueue_in_transaction
+
+            await self.open()  # the schema must exist before the caller's transaction uses it
+            return await enqueue_in_transaction(connection, self._path, *params, digest, text)
+        created, existing = await self._node_op("enqueue", *params, digest, text)
+        if created:
+            return Enqueued(snapshot=await self._stored_form(snapshot), created=True)
+        return Enqueued(snapshot=existing, created=False)
+
+    async def _stored_form(self, snapshot: TaskSnapshot) -> TaskSnapshot:
+        stored = await self.get(snapshot.task_id)
+        return snapshot if stored is None else stored
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+    ) -> list[TaskSnapshot]:
+        check_claim(owner, serves, buckets, limit, exclude_tags)
+        plain = {name: list(versions) for name, versions in serves.items()}
+        chosen = None if buckets is None else sorted(buckets)
+        excluded = check_exclude_tags(exclude_tags)
+        claimed: list[TaskSnapshot] = await self._node_op(
+            "claim_tasks", owner, plain, chosen, limit, excluded
+        )
+        return claimed
+
+    async def claim_started(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        check_claim(owner, serves, buckets, limit, exclude_tags)
+        plain = {name: list(versions) for name, versions in serves.items()}
+        chosen = None if buckets is None else sorted(buckets)
+        excluded = check_exclude_tags(exclude_tags)
+        claimed: list[ClaimedTask] = await self._node_op(
+            "claim_tasks", owner, plain, chosen, limit, excluded, rows.to_micros(at, "at")
+        )
+        return claimed
+
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        released: bool = await self._node_op("release_claim", task_id, owner, expect_version)
+        return released
+
+    async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
+        if not task_ids:
+            return {}
+        found = await self._read(SELECT_CARRIERS, (dump(sorted(set(task_ids))),))
+        return {row[0]: carrier for row in found if (carrier := decode_trace_carrier(row[1]))}

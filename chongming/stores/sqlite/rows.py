@@ -16,11 +16,17 @@ from typing import Any
 from chongming.errors import PayloadError
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command, CommandKind
 from chongming.stores.checks import check_snapshot_text, check_time
 from chongming.stores.codec import dump
 from chongming.stores.columns import MUTABLE_COLUMNS, TASK_COLUMNS
-from chongming.stores.rowcodec import SQLITE, Encoder, compile_decoder, compile_encoder
+from chongming.stores.nodes import Command, CommandKind
+from chongming.stores.rowcodec import (
+    SQLITE,
+    SQLITE_TRUSTED,
+    Encoder,
+    compile_decoder,
+    compile_encoder,
+)
 
 __all__ = [
     "COMMAND_COLUMNS",
@@ -38,6 +44,9 @@ __all__ = [
     "to_micros",
     "transition_from_row",
     "transition_row",
+    "trusted_full_update_row",
+    "trusted_insert_row",
+    "trusted_patch_row",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -51,6 +60,14 @@ insert_row: Encoder = compile_encoder(SQLITE, TASK_COLUMNS)
 full_update_row: Encoder = compile_encoder(SQLITE, TASK_COLUMNS[1:], tail=("s.task_id", "expect"))
 #: The mutable columns, then ``task_id, expect``: the UPDATE of a save that keeps the identity.
 patch_row: Encoder = compile_encoder(SQLITE, MUTABLE_COLUMNS, tail=("s.task_id", "expect"))
+#: The same three for a trusted write (records the runtime made and checked): not checked again.
+trusted_insert_row: Encoder = compile_encoder(SQLITE_TRUSTED, TASK_COLUMNS)
+trusted_full_update_row: Encoder = compile_encoder(
+    SQLITE_TRUSTED, TASK_COLUMNS[1:], tail=("s.task_id", "expect")
+)
+trusted_patch_row: Encoder = compile_encoder(
+    SQLITE_TRUSTED, MUTABLE_COLUMNS, tail=("s.task_id", "expect")
+)
 #: A task row (extra trailing columns are ignored) -> the snapshot.
 snapshot_from_row = compile_decoder(SQLITE, TASK_COLUMNS)
 

@@ -36,96 +36,40 @@ and no running claim lease it saw has run out yet.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import itertools
 import os
 import sqlite3
 import time
 import warnings
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from chongming.errors import (
-    ConfigurationError,
-    DuplicateTaskId,
-    StoreClosed,
-    StoreError,
-    StoreUnavailable,
-    TaskNotFound,
-    VersionConflict,
-)
+from chongming.errors import ConfigurationError, StoreClosed, StoreUnavailable
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
-from chongming.state.query import TaskQuery
-from chongming.state.records import Progress, TaskSnapshot, Transition
-from chongming.state.status import ACTIVE_STATUSES
-from chongming.stores.base import Command, TaskStore, count_key
-from chongming.stores.checks import (
-    check_command,
-    check_limit_arg,
-    check_node,
-    check_outcome,
-    check_transitions,
-    check_ttl,
-)
-from chongming.stores.codec import STATUS_OF, encode_progress
+from chongming.stores.base import TaskStore
 from chongming.stores.identity import IdentityCache
-from chongming.stores.nodes import CommandRecord, NodeInfo, NodeRecord, TaskCount
-from chongming.stores.queue import (
-    ClaimedTask,
-    Enqueued,
-    Serves,
-    check_claim,
-    check_enqueued,
-    check_exclude_tags,
-    check_trace_carrier,
-    decode_trace_carrier,
-    encode_trace_carrier,
-    input_digest,
-)
-from chongming.stores.sqlite import rows as r
-from chongming.stores.sqlite.batch import (
-    PATCH_TASK,
-    UPDATE_TASK,
-    AppendOp,
-    CommandOp,
-    CreateOp,
-    SaveOp,
-    TouchOp,
-    WriteOp,
-)
+from chongming.stores.sqlite.batch import CommandOp, WriteOp
+from chongming.stores.sqlite.commands import ClaimLook, CommandsOnSqlite
 from chongming.stores.sqlite.connection import SqliteConnection
+from chongming.stores.sqlite.core import CoreOnSqlite
 from chongming.stores.sqlite.durable import DurableOnSqlite
 from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
 from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
-from chongming.stores.sqlite.nodes import RECORD_SELECT, command_record_from_row
-from chongming.stores.sqlite.queue import SELECT_CARRIERS
+from chongming.stores.sqlite.queue import QueueOnSqlite
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
-from chongming.stores.sqlite.transaction import enqueue_in_transaction
 from chongming.stores.sqlite.writer import Writer
-from chongming.stores.writes import StateWrite, WriteOutcome, WriteResult
 
 __all__ = ["SqliteTaskStore"]
 
-_TASK_SELECT = f"SELECT {', '.join(r.TASK_NAMES)} FROM tasks"
-_ACTIVE = ", ".join(f"'{status.value}'" for status in sorted(ACTIVE_STATUSES))
-_COUNTS = "SELECT status, bucket, owner, count(*) FROM tasks"
-_COUNTS_GROUP = " GROUP BY status, bucket, owner"
-_groups = itertools.count(1)
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _ClaimLook:
-    """What the last claim of one owner saw (see "cheap polling" in the module docstring)."""
-
-    data_version: int | None
-    claimable_writes: int
-    full: bool
-    next_expiry: int | None
-
-
-class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
+class SqliteTaskStore(
+    CoreOnSqlite,
+    CommandsOnSqlite,
+    QueueOnSqlite,
+    ClusterLimitsOnSqlite,
+    DurableOnSqlite,
+    TaskStore,
+):
     """A :class:`TaskStore` in one SQLite file (or ``":memory:"``).
 
     ``busy_timeout`` (seconds) is how long a write waits for another
@@ -138,6 +82,10 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
     The database file is created with mode 0600 (its ``-wal``/``-shm`` inherit
     it). A file written by a newer chongming is refused with
     :class:`SchemaError` and left untouched.
+
+        One module per capability of the port (``sqlite/core.py``, ``commands.py``,
+        ``queue.py``, ``limits.py``, ``durable.py``); this class owns the
+        connections, the group-commit writer and the store clock they share.
     """
 
     def __init__(
@@ -169,7 +117,7 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         self._writer_task: asyncio.Task[None] | None = None
         self._hint: asyncio.Event | None = None
         self._last_now = 0
-        self._looks: dict[str, _ClaimLook] = {}
+        self._looks: dict[str, ClaimLook] = {}
         #: Claims answered from the last look without a transaction (cheap polling).
         self.claims_skipped = 0
         self._identities = IdentityCache()
@@ -190,8 +138,6 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
             return self._last_now
         self._last_now = now
         return now
-
-    # -- lifecycle -----------------------------------------------------------
 
     async def open(self) -> None:
         """Create the file (0600) if needed, switch to WAL, migrate, start the writer.
@@ -292,8 +238,6 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         writer.fail_leftovers()
         await _close_all(connections)
 
-    # -- plumbing ------------------------------------------------------------
-
     async def _write(self, op: WriteOp) -> Any:
         if self._writer is None:
             await self.open()
@@ -321,229 +265,6 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
         except sqlite3.Error as error:
             raise translate(error, where=self._where, busy_timeout=self._busy_timeout) from None
 
-    # -- snapshots -----------------------------------------------------------
-
-    def _create_op(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> CreateOp:
-        row = r.encode(r.insert_row, snapshot, self._limit)
-        check_transitions(transitions, snapshot.task_id)
-        return CreateOp(
-            future=self._future(),
-            task_id=snapshot.task_id,
-            version=snapshot.status_version,
-            row=row,
-            transitions=[r.transition_row(t) for t in transitions],
-        )
-
-    def _save_op(
-        self, snapshot: TaskSnapshot, expect_version: int, transitions: Sequence[Transition]
-    ) -> SaveOp:
-        # Encoded once, here; only the mutable columns when the stored identity is known.
-        if self._identities.holds(snapshot, expect_version):
-            sql, encoder = PATCH_TASK, r.patch_row
-        else:
-            sql, encoder = UPDATE_TASK, r.full_update_row
-        row = r.encode(encoder, snapshot, self._limit, expect_version)
-        check_transitions(transitions, snapshot.task_id)
-        return SaveOp(
-            future=self._future(),
-            task_id=snapshot.task_id,
-            expect_version=expect_version,
-            new_version=snapshot.status_version,
-            sql=sql,
-            row=row,
-            transitions=[r.transition_row(t) for t in transitions],
-        )
-
-    async def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
-        await self._written(self._create_op(snapshot, transitions), snapshot, None)
-
-    async def save(
-        self,
-        snapshot: TaskSnapshot,
-        expect_version: int,
-        transitions: Sequence[Transition] = (),
-    ) -> None:
-        op = self._save_op(snapshot, expect_version, transitions)
-        await self._written(op, snapshot, expect_version)
-
-    async def _written(self, op: WriteOp, snapshot: TaskSnapshot, expect: int | None) -> None:
-        """Write ``op``; remember the identity only of a write known to have committed."""
-        try:
-            await self._write(op)
-        except BaseException:
-            self._identities.forget(snapshot.task_id)
-            raise
-        self._identities.remember(snapshot, expect)
-
-    async def get(self, task_id: str) -> TaskSnapshot | None:
-        for row in await self._read(f"{_TASK_SELECT} WHERE task_id = ?", (task_id,)):
-            return r.snapshot_from_row(row)
-        return None
-
-    async def query(self, query: TaskQuery) -> list[TaskSnapshot]:
-        where: list[str] = []
-        params: list[Any] = []
-        if query.statuses is not None:
-            where.append("status IN (SELECT value FROM json_each(?))")
-            params.append(r.dump(sorted(s.value for s in query.statuses)))
-        if query.tag is not None:
-            where.append("EXISTS (SELECT 1 FROM json_each(tasks.tags) AS t WHERE t.value = ?)")
-            params.append(query.tag)
-        if query.bucket is not None:
-            where.append("bucket = ?")
-            params.append(query.bucket)
-        if query.buckets is not None:
-            where.append("bucket IN (SELECT value FROM json_each(?))")
-            params.append(r.dump(sorted(query.buckets)))
-        if query.name is not None:
-            where.append("name = ?")
-            params.append(query.name)
-        if query.owner is not None:
-            where.append("owner = ?")
-            params.append(query.owner)
-        sql = _TASK_SELECT
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at, task_id"
-        if query.limit is not None:
-            sql += " LIMIT ?"
-            params.append(query.limit)
-        return [r.snapshot_from_row(row) for row in await self._read(sql, params)]
-
-    # -- history -------------------------------------------------------------
-
-    async def append(self, transitions: Sequence[Transition]) -> None:
-        check_transitions(transitions)
-        future = self._future()
-        if not transitions:
-            future.cancel()
-            return
-        await self._write(
-            AppendOp(future=future, transitions=[r.transition_row(t) for t in transitions])
-        )
-
-    async def history(self, task_id: str) -> list[Transition]:
-        rows = await self._read(
-            f"SELECT {', '.join(r.TRANSITION_COLUMNS)} FROM transitions"
-            " WHERE task_id = ? ORDER BY version",
-            (task_id,),
-        )
-        return [r.transition_from_row(row) for row in rows]
-
-    async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
-        found: dict[str, list[Transition]] = {task_id: [] for task_id in task_ids}
-        rows = await self._read(
-            f"SELECT {', '.join(r.TRANSITION_COLUMNS)} FROM transitions"
-            " WHERE task_id IN (SELECT value FROM json_each(?)) ORDER BY task_id, version",
-            (r.dump(sorted(found)),),
-        )
-        for row in rows:
-            transition = r.transition_from_row(row)
-            found[transition.task_id].append(transition)
-        return found
-
-    # -- hot path ------------------------------------------------------------
-
-    async def touch(
-        self,
-        task_id: str,
-        *,
-        progress: Progress | None = None,
-        heartbeat: datetime | None = None,
-        owner: str | None = None,
-    ) -> None:
-        op = TouchOp(
-            future=self._future(),
-            task_id=task_id,
-            progress=encode_progress(progress, self._limit),
-            heartbeat=None if heartbeat is None else r.to_micros(heartbeat, "heartbeat"),
-            owner=owner,
-        )
-        await self._write(op)
-
-    # -- commands ------------------------------------------------------------
-
-    async def submit_command(self, command: Command) -> None:
-        check_command(command)
-        future = self._future()
-        await self._write(CommandOp(future=future, action="submit", params=r.command_row(command)))
-
-    async def claim_commands(
-        self, owner: str, *, lease_seconds: float, limit: int = 100
-    ) -> list[Command]:
-        """Claim as the port says; skipped cheaply when nothing can have changed (see above)."""
-        lease = round(check_ttl(lease_seconds, "lease_seconds") * 1_000_000)
-        check_limit_arg(limit)
-        if self._writer is None:
-            await self.open()
-        writer = self._writer
-        if writer is None or self._closed:
-            raise StoreClosed(repr(self))
-        version = await self._data_version()
-        local = writer.claimable_writes
-        look = self._looks.get(owner)
-        if (
-            look is not None
-            and look.data_version == version
-            and look.claimable_writes == local
-            and not look.full
-            and (look.next_expiry is None or self._now_micros() < look.next_expiry)
-        ):
-            self.claims_skipped += 1
-            return []
-        self._looks.pop(owner, None)
-        future = self._future()
-        claimed, next_expiry = await self._write(
-            CommandOp(future=future, action="claim", params=(owner, lease, limit))
-        )
-        self._looks[owner] = _ClaimLook(
-            data_version=version,
-            claimable_writes=local,
-            full=len(claimed) >= limit,
-            next_expiry=next_expiry,
-        )
-        result: list[Command] = claimed
-        return result
-
-    async def _data_version(self) -> int | None:
-        """The reader's ``PRAGMA data_version`` (``None`` on ``":memory:"``: no other reader)."""
-        if self._memory:
-            return None
-        for row in await self._read("PRAGMA data_version"):
-            return int(row[0])
-        return None  # pragma: no cover - the pragma always answers
-
-    async def complete_command(
-        self, command_id: str, owner: str, outcome: str | None = None
-    ) -> bool:
-        check_outcome(outcome)
-        future = self._future()
-        done: bool = await self._write(
-            CommandOp(future=future, action="complete", params=(command_id, owner, outcome))
-        )
-        return done
-
-    async def release_command(self, command_id: str, owner: str) -> bool:
-        future = self._future()
-        released: bool = await self._write(
-            CommandOp(future=future, action="release", params=(command_id, owner))
-        )
-        return released
-
-    async def command_records(
-        self, *, task_id: str | None = None, limit: int = 100
-    ) -> list[CommandRecord]:
-        check_limit_arg(limit)
-        order = " ORDER BY created_at DESC, command_id DESC LIMIT ?"
-        params: tuple[Any, ...]
-        if task_id is None:
-            sql, params = RECORD_SELECT + order, (limit,)
-        else:
-            sql, params = RECORD_SELECT + " WHERE task_id = ?" + order, (task_id, limit)
-        found = list(await self._read(sql, params))
-        now = await self._guarded_now()
-        return [command_record_from_row(row, now) for row in found]
-
     async def _guarded_now(self) -> int:
         """The store clock for a read: the local guard raised to the stored high-water."""
         rows = await self._read("SELECT high_water FROM store_clock WHERE id = 1")
@@ -555,195 +276,9 @@ class SqliteTaskStore(ClusterLimitsOnSqlite, DurableOnSqlite, TaskStore):
             self._hint.set()
             self._hint = None
 
-    async def wait_command_hint(self) -> None:
-        """Return when this process submits a command (other processes: poll)."""
-        if self._closed:
-            raise StoreClosed(repr(self))
-        if self._hint is None:
-            self._hint = asyncio.Event()
-        await self._hint.wait()
-        if self._closed:
-            raise StoreClosed(repr(self))
-
-    # -- nodes -----------------------------------------------------------------
-
     async def _node_op(self, action: str, *params: Any) -> Any:
         future = self._future()
         return await self._write(CommandOp(future=future, action=action, params=params))
-
-    async def register_node(self, info: NodeInfo, *, ttl_seconds: float) -> NodeRecord:
-        check_node(info)
-        ttl = round(check_ttl(ttl_seconds) * 1_000_000)
-        record: NodeRecord = await self._node_op("register_node", info, ttl)
-        return record
-
-    async def renew_node(self, owner: str, incarnation: str, *, ttl_seconds: float) -> bool:
-        ttl = round(check_ttl(ttl_seconds) * 1_000_000)
-        renewed: bool = await self._node_op("renew_node", owner, incarnation, ttl)
-        return renewed
-
-    async def release_node(self, owner: str, incarnation: str) -> None:
-        await self._node_op("release_node", owner, incarnation)
-
-    async def nodes(self) -> list[NodeRecord]:
-        """Judged inside a write transaction that raises the stored clock high-water."""
-        found: list[NodeRecord] = await self._node_op("nodes")
-        return found
-
-    # -- the work queue (sqlite/queue.py, in the writer's transaction) -------------
-
-    async def enqueue(
-        self,
-        snapshot: TaskSnapshot,
-        transitions: Sequence[Transition] = (),
-        *,
-        connection: object | None = None,
-        trace_carrier: Mapping[str, str] | None = None,
-    ) -> Enqueued:
-        check_enqueued(snapshot)
-        row = r.encode(r.insert_row, snapshot, self._limit)
-        check_transitions(transitions, snapshot.task_id)
-        carrier = check_trace_carrier(trace_carrier)
-        key = snapshot.idempotency_key
-        params = (row, [r.transition_row(t) for t in transitions], snapshot.task_id, key)
-        digest = input_digest(snapshot)
-        text = None if carrier is None else encode_trace_carrier(carrier)
-        if connection is not None:  # the caller's transaction (sqlite/transaction.py)
-            await self.open()  # the schema must exist before the caller's transaction uses it
-            return await enqueue_in_transaction(connection, self._path, *params, digest, text)
-        created, existing = await self._node_op("enqueue", *params, digest, text)
-        if created:
-            return Enqueued(snapshot=await self._stored_form(snapshot), created=True)
-        return Enqueued(snapshot=existing, created=False)
-
-    async def _stored_form(self, snapshot: TaskSnapshot) -> TaskSnapshot:
-        stored = await self.get(snapshot.task_id)
-        return snapshot if stored is None else stored
-
-    async def claim(
-        self,
-        owner: str,
-        *,
-        serves: Serves,
-        buckets: Collection[int] | None = None,
-        limit: int = 1,
-        exclude_tags: Collection[str] = (),
-    ) -> list[TaskSnapshot]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
-        plain = {name: list(versions) for name, versions in serves.items()}
-        chosen = None if buckets is None else sorted(buckets)
-        excluded = check_exclude_tags(exclude_tags)
-        claimed: list[TaskSnapshot] = await self._node_op(
-            "claim_tasks", owner, plain, chosen, limit, excluded
-        )
-        return claimed
-
-    async def claim_started(
-        self,
-        owner: str,
-        *,
-        serves: Serves,
-        buckets: Collection[int] | None = None,
-        limit: int = 1,
-        exclude_tags: Collection[str] = (),
-        at: datetime,
-    ) -> list[ClaimedTask]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
-        plain = {name: list(versions) for name, versions in serves.items()}
-        chosen = None if buckets is None else sorted(buckets)
-        excluded = check_exclude_tags(exclude_tags)
-        claimed: list[ClaimedTask] = await self._node_op(
-            "claim_tasks", owner, plain, chosen, limit, excluded, r.to_micros(at, "at")
-        )
-        return claimed
-
-    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
-        released: bool = await self._node_op("release_claim", task_id, owner, expect_version)
-        return released
-
-    async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
-        if not task_ids:
-            return {}
-        rows = await self._read(SELECT_CARRIERS, (r.dump(sorted(set(task_ids))),))
-        return {row[0]: carrier for row in rows if (carrier := decode_trace_carrier(row[1]))}
-
-    # -- counts ----------------------------------------------------------------
-
-    async def task_counts(self, *, active_only: bool = False) -> list[TaskCount]:
-        sql = _COUNTS
-        if active_only:
-            sql += f" WHERE status IN ({_ACTIVE})"
-        counts = [
-            TaskCount(status=STATUS_OF[row[0]], bucket=row[1], owner=row[2], count=row[3])
-            for row in await self._read(sql + _COUNTS_GROUP)
-        ]
-        counts.sort(key=count_key)
-        return counts
-
-    # -- the write-through fast path --------------------------------------------
-
-    async def apply_writes(self, writes: Sequence[StateWrite]) -> list[WriteResult]:
-        """The whole batch in one transaction of the group-commit writer.
-
-        Every write is encoded and checked first (a :class:`PayloadError`
-        raises before anything is queued). Each write still gets its own
-        outcome: the batch plan decides conflicts, duplicates and missing
-        tasks per write against the stored versions, so a loser never fails
-        its neighbours. Busy, full or unavailable rolls the whole transaction
-        back: every write is then ``FAILED`` (not written). A write whose
-        outcome is unknown (the store closed while it was in flight) is
-        re-read; a re-sent write already stored is ``WRITTEN``.
-        """
-        if not writes:
-            if self._closed:
-                raise StoreClosed(repr(self))
-            return []
-        ops: list[WriteOp] = []
-        for write in writes:
-            if write.expect_version is None:
-                ops.append(self._create_op(write.snapshot, write.transitions))
-            else:
-                ops.append(self._save_op(write.snapshot, write.expect_version, write.transitions))
-        if self._writer is None:
-            await self.open()
-        writer = self._writer
-        if writer is None or self._closed:
-            raise StoreClosed(repr(self))
-        writer.submit_group(ops, next(_groups))
-        results: list[WriteResult] = []
-        for write, op in zip(writes, ops, strict=True):
-            results.append(await self._outcome(write, op))
-        return results
-
-    async def _outcome(self, write: StateWrite, op: WriteOp) -> WriteResult:
-        snapshot = write.snapshot
-        try:
-            await op.future
-        except VersionConflict as conflict:
-            self._identities.forget(snapshot.task_id)
-            return await self._resent(write, conflict.actual, _CONFLICT)
-        except DuplicateTaskId:
-            self._identities.forget(snapshot.task_id)
-            return await self._resent(write, snapshot.status_version, _DUPLICATE)
-        except TaskNotFound:
-            self._identities.forget(snapshot.task_id)
-            return _NOT_FOUND
-        except StoreError as error:
-            self._identities.forget(snapshot.task_id)
-            if type(error) is StoreError and self._closed:
-                raise StoreClosed(repr(self)) from None  # in flight at close: cannot re-read
-            return WriteResult(outcome=WriteOutcome.FAILED, error=error)
-        except BaseException:
-            self._identities.forget(snapshot.task_id)
-            raise
-        self._identities.remember(snapshot, write.expect_version)
-        return _WRITTEN
-
-
-_WRITTEN = WriteResult(outcome=WriteOutcome.WRITTEN)
-_CONFLICT = WriteResult(outcome=WriteOutcome.CONFLICT)
-_DUPLICATE = WriteResult(outcome=WriteOutcome.DUPLICATE)
-_NOT_FOUND = WriteResult(outcome=WriteOutcome.NOT_FOUND)
 
 
 async def _close_all(connections: Iterable[SqliteConnection]) -> None:

@@ -58,6 +58,11 @@ holder whose lease expired but was not claimed by anyone else; whether a
 ``PayloadError`` in ``apply_writes`` leaves the writes before it unwritten
 (the built-in backends check the whole batch first; the default of the port
 applies writes one by one).
+
+Both write paths are part of the contract (:class:`TrustedWriteContract`): a
+write marked ``trusted`` (the write-through's own records) stores exactly
+what the checked path stores, and every public entry point still refuses a
+bad record with ``PayloadError``, nothing written.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
 from chongming.testing.store_contract.queue import QueueContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
+from chongming.testing.store_contract.trusted import TrustedWriteContract
 from chongming.testing.store_contract.writes import WriteContract
 
 __all__ = [
@@ -94,6 +100,7 @@ class StoreContract(
     CommandContract,
     NodeContract,
     WriteContract,
+    TrustedWriteContract,
     QueueContract,
     PayloadContract,
     AnswerContract,

@@ -15,8 +15,8 @@ from chongming.state.machine import apply_transition
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
-from chongming.stores.base import Command, CommandKind, TaskStore
-from chongming.stores.nodes import NodeInfo
+from chongming.stores.base import TaskStore
+from chongming.stores.nodes import Command, CommandKind, NodeInfo
 
 __all__ = ["HOSTILE_STRINGS", "ContractBase", "make_snapshot", "next_step"]
 

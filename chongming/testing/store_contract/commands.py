@@ -6,9 +6,8 @@ import dataclasses
 from datetime import timedelta
 
 from chongming.errors import PayloadError
-from chongming.stores.base import Command, CommandKind
 from chongming.stores.checks import MAX_OUTCOME_CHARS
-from chongming.stores.nodes import CommandState
+from chongming.stores.nodes import Command, CommandKind, CommandState
 from chongming.testing.store_contract._support import (
     HOSTILE_STRINGS,
     T0,

@@ -1,0 +1,155 @@
+"""The in-memory store's work queue and trace carriers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
+
+from chongming.errors import ConfigurationError, DuplicateTaskId, IdempotencyConflict
+from chongming.state.machine import apply_transition
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
+from chongming.state.triggers import Trigger
+from chongming.stores.checks import check_time, check_transitions
+from chongming.stores.memory.state import MemoryState
+from chongming.stores.ports.carriers import CarrierStore
+from chongming.stores.ports.queue import QueueStore
+from chongming.stores.queue import (
+    ClaimedTask,
+    Enqueued,
+    Serves,
+    check_claim,
+    check_enqueued,
+    check_trace_carrier,
+    input_digest,
+)
+from chongming.stores.stored import as_stored
+
+__all__ = ["QueueOnMemory"]
+
+
+class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
+    """Enqueue once per idempotency key, claim atomically (nothing is awaited)."""
+
+    async def enqueue(
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
+    ) -> Enqueued:
+        self._check_open()
+        if connection is not None:
+            raise ConfigurationError(
+                "the in-memory store has no transaction to join; enqueue without connection="
+            )
+        check_enqueued(snapshot)
+        stored = as_stored(snapshot, self._limit)
+        check_transitions(transitions)
+        carrier = check_trace_carrier(trace_carrier)
+        key = snapshot.idempotency_key
+        digest = input_digest(stored)
+        if key is not None and key in self._keys:
+            task_id, known = self._keys[key]
+            if known != digest:
+                raise IdempotencyConflict(key, task_id)
+            if task_id in self._tasks:
+                return Enqueued(snapshot=self._tasks[task_id], created=False)
+        if snapshot.task_id in self._tasks:
+            raise DuplicateTaskId(snapshot.task_id)
+        self._tasks[snapshot.task_id] = stored
+        self._append(transitions)
+        if key is not None:
+            self._keys[key] = (snapshot.task_id, digest)
+        if carrier is not None:
+            self._carriers[snapshot.task_id] = carrier
+        return Enqueued(snapshot=stored, created=True)
+
+    async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
+        self._check_open()
+        carriers = self._carriers
+        return {i: dict(carriers[i]) for i in task_ids if i in carriers}
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+    ) -> list[TaskSnapshot]:
+        self._check_open()
+        check_claim(owner, serves, buckets, limit, exclude_tags)
+        now = self._now()
+        chosen = None if buckets is None else frozenset(buckets)
+        excluded = frozenset(exclude_tags)
+
+        def claimable(task: TaskSnapshot) -> bool:
+            if task.status is not TaskStatus.QUEUED or task.owner is not None:
+                return False
+            if task.bucket is not None and chosen is not None and task.bucket not in chosen:
+                return False
+            if task.not_before is not None and task.not_before > now:
+                return False
+            if not excluded.isdisjoint(task.tags):
+                return False
+            versions = serves.get(task.name)
+            return versions is not None and (task.version is None or task.version in versions)
+
+        def order(task: TaskSnapshot) -> tuple[int, datetime, str]:
+            return (-task.priority, task.queued_at or task.created_at, task.task_id)
+
+        taken = sorted(filter(claimable, self._tasks.values()), key=order)[:limit]
+        claimed = []
+        for task in taken:
+            mine = dataclasses.replace(task, owner=owner)
+            self._tasks[task.task_id] = mine
+            claimed.append(mine)
+        return claimed
+
+    async def claim_started(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        at = check_time(at, "at").astimezone(UTC)
+        claimed = await self.claim(
+            owner, serves=serves, buckets=buckets, limit=limit, exclude_tags=exclude_tags
+        )
+        started = []
+        for task in claimed:  # nothing awaited since the claim took them: one atomic step
+            queued_by = self._history[task.task_id].get(task.status_version)
+            moved, transition = apply_transition(
+                task,
+                TaskStatus.STARTING,
+                trigger=Trigger.DISPATCH,
+                at=at,
+                queued_by=None if queued_by is None else queued_by.trigger,
+            )
+            self._tasks[task.task_id] = moved
+            self._append([transition])
+            versions = self._history[task.task_id]
+            history = tuple(versions[v] for v in sorted(versions))
+            started.append(ClaimedTask(snapshot=moved, history=history))
+        return started
+
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        self._check_open()
+        task = self._tasks.get(task_id)
+        if (
+            task is None
+            or task.owner != owner
+            or task.status is not TaskStatus.QUEUED
+            or task.status_version != expect_version
+        ):
+            return False
+        self._tasks[task_id] = dataclasses.replace(task, owner=None)
+        return True

@@ -1,0 +1,71 @@
+"""The in-memory store's state and the helpers every capability uses."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from chongming.errors import StoreClosed
+from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
+from chongming.state.records import TaskSnapshot, Transition
+from chongming.stores.durable import DurableRun, Fact, StepRecord
+from chongming.stores.nodes import Command, NodeRecord
+from chongming.stores.stored import utc_transition
+
+__all__ = ["MemoryState"]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+class MemoryState:
+    """The dicts every capability of the in-memory store reads and writes."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        self._clock = clock
+        self._limit = check_limit(max_payload_bytes)
+        self._tasks: dict[str, TaskSnapshot] = {}
+        self._keys: dict[str, tuple[str, str]] = {}  # idempotency key -> (task id, digest)
+        self._carriers: dict[str, dict[str, str]] = {}  # task id -> its enqueue's trace carrier
+        self._history: dict[str, dict[int, Transition]] = {}
+        self._nodes: dict[str, NodeRecord] = {}
+        self._commands: dict[str, Command] = {}
+        self._outcomes: dict[str, tuple[str | None, datetime]] = {}
+        self._cluster_limits: dict[str, int] = {}
+        self._slots: dict[tuple[str, str], tuple[str, int]] = {}  # (limit, owner) -> (inc, held)
+        self._runs: dict[str, DurableRun] = {}
+        self._steps: dict[str, dict[tuple[str, int], StepRecord]] = {}
+        self._facts: dict[str, dict[str, Fact]] = {}
+        self._effects: dict[tuple[str, str], tuple[bool, Any]] = {}  # -> (done, result)
+        self._hint: asyncio.Event | None = None
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("InMemoryTaskStore")
+
+    def _now(self) -> datetime:
+        return _utc(self._clock())
+
+    def _append(self, transitions: Sequence[Transition]) -> None:
+        for transition in transitions:
+            versions = self._history.setdefault(transition.task_id, {})
+            versions.setdefault(transition.version, utc_transition(transition))
+
+    def _own_node(self, owner: str, incarnation: str) -> NodeRecord | None:
+        current = self._nodes.get(owner)
+        if current is None or current.info.incarnation != incarnation:
+            return None
+        return current

@@ -1,0 +1,36 @@
+"""The store port by capability: one protocol per capability, one module each.
+
+- :class:`~chongming.stores.ports.core.CoreStore`: snapshots, history, the
+  hot path, the write-through batch, counts (every store);
+- :class:`~chongming.stores.ports.commands.CommandStore`: commands and node
+  leases (every store);
+- :class:`~chongming.stores.ports.queue.QueueStore`: the work queue;
+- :class:`~chongming.stores.ports.carriers.CarrierStore`: trace carriers
+  kept with queued tasks;
+- :class:`~chongming.stores.ports.limits.ClusterLimitStore`: cluster-wide
+  limits;
+- :class:`~chongming.stores.ports.durable.DurableStore`: durable execution.
+
+:class:`~chongming.stores.base.TaskStore` is all of them: the core and the
+commands are abstract; the optional ones come with defaults that say the
+capability is missing. Each built-in backend implements each capability in
+a module of the same name (``<backend>/core.py``, ``commands.py``,
+``queue.py``, ``limits.py``, ``durable.py``), composed in its ``store.py``.
+Code that needs one capability may take that protocol only.
+"""
+
+from chongming.stores.ports.carriers import CarrierStore as CarrierStore
+from chongming.stores.ports.commands import CommandStore as CommandStore
+from chongming.stores.ports.core import CoreStore as CoreStore
+from chongming.stores.ports.durable import DurableStore as DurableStore
+from chongming.stores.ports.limits import ClusterLimitStore as ClusterLimitStore
+from chongming.stores.ports.queue import QueueStore as QueueStore
+
+__all__ = [
+    "CarrierStore",
+    "ClusterLimitStore",
+    "CommandStore",
+    "CoreStore",
+    "DurableStore",
+    "QueueStore",
+]

@@ -1,0 +1,151 @@
+"""The work queue: tasks any node may claim (optional).
+
+A store without it inherits defaults that raise ``NotImplementedError``
+(``wait_queue_hint`` never returns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from chongming.state.records import TaskSnapshot, Transition
+
+if TYPE_CHECKING:  # these import stores.checks, which needs the records above
+    from chongming.stores.queue import ClaimedTask, Enqueued, Serves
+
+__all__ = ["QueueStore"]
+
+
+class QueueStore(Protocol):
+    """Enqueue once per idempotency key; claim atomically; give a claim back."""
+
+    # -- the work queue (work for any node) -------------------------------------
+
+    async def enqueue(
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
+    ) -> Enqueued:
+        """Insert a task any node may claim; once per idempotency key.
+
+        Like :meth:`create`, plus: when ``snapshot.idempotency_key`` is set and
+        already names a task, nothing is written and that task is returned
+        (``created=False``) if it was enqueued with the same input (name,
+        version, arguments: :func:`~chongming.stores.queue.input_digest`);
+        with different input :class:`IdempotencyConflict` is raised. A key
+        lives as long as its task. Optional: a store without the work queue
+        raises ``NotImplementedError``.
+
+        ``connection``: the caller's own connection, inside its open
+        transaction, on the database that holds the store. The task is then
+        written in that transaction (under a savepoint: a refusal leaves the
+        transaction usable) and exists if and only if the caller commits. A
+        store that cannot join the caller's transaction raises
+        :class:`ConfigurationError`.
+
+        ``trace_carrier``: the enqueuer's trace context (see
+        :func:`~chongming.stores.queue.check_trace_carrier`), written with the
+        task in the same write and read back by a worker that traces, after its
+        claim (:meth:`trace_carriers`); a bad one is refused with
+        :class:`PayloadError`. A task that was not created (an idempotency
+        key's twin) keeps what it was enqueued with.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (enqueue)")
+
+    async def enqueue_many(
+        self,
+        items: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
+    ) -> list[Enqueued | Exception]:
+        """:meth:`enqueue` for each ``(snapshot, transitions)``, each on its own.
+
+        The answers come in order: what ``enqueue`` returned, or the error it
+        raised for that item (the others are enqueued all the same). This
+        default calls ``enqueue`` per item; a store may write them together.
+        """
+        carried = {} if trace_carrier is None else {"trace_carrier": trace_carrier}
+        results: list[Enqueued | Exception] = []
+        for snapshot, transitions in items:
+            try:
+                results.append(
+                    await self.enqueue(snapshot, transitions, connection=connection, **carried)
+                )
+            except Exception as error:
+                results.append(error)
+        return results
+
+    async def claim(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+    ) -> list[TaskSnapshot]:
+        """Take up to ``limit`` queued tasks nobody holds, writing ``owner`` as their owner.
+
+        Claimable: status ``queued``, no owner, ``not_before`` unset or past by
+        the store's clock, bucket in ``buckets`` (``None``: any; a task without
+        a bucket is claimable by every node), ``serves[name]`` holding the
+        task's version (an unversioned task matches any served version), and
+        none of ``exclude_tags`` among its tags (a worker leaves alone what it
+        could not start now, e.g. a tag whose cluster-wide slots are all held).
+        Order: higher ``priority`` first, then earlier ``queued_at``, then
+        ``task_id``. Atomic: two claimers never take the same task. The status
+        and its version do not change (the claimer starts the task through the
+        state machine); the snapshots returned carry the new owner.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (claim)")
+
+    async def claim_started(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        at: datetime,
+    ) -> list[ClaimedTask]:
+        """:meth:`claim`, and every task taken moves ``queued -> starting`` in the same step.
+
+        For a claimer that launches at once whatever it takes (it has the free
+        slots): the start is durable when this returns, with no write of its
+        own, and the claimer learns each task's whole history in the same
+        call. The transition is what a dispatch writes (trigger
+        ``scheduler:dispatch``, actor ``system``, at ``at``, the next attempt;
+        ``updated_at`` is ``at``). Same filters and order as :meth:`claim`;
+        atomic like it. A claimer that dies before launching leaves
+        ``starting`` tasks, which reconcile calls lost (never run twice),
+        where a plain claim would have been requeued.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (claim_started)")
+
+    async def wait_queue_hint(self) -> None:
+        """Return when a task may have been enqueued. Only a hint: claim afterwards.
+
+        The first call (and any call after the listening session was lost)
+        may return at once. The default never returns; callers wrap it in
+        their poll interval.
+        """
+        import anyio
+
+        await anyio.sleep_forever()
+
+    async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
+        """Give a claimed task back to the queue: its owner is cleared.
+
+        Only if it is still ``queued`` at ``expect_version`` and held by
+        ``owner`` (it never started here); ``False`` (nothing written)
+        otherwise. A worker shutting down returns what it claimed but did not
+        start, so a rolling restart loses nothing.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (release_claim)")
