@@ -191,8 +191,10 @@ class ControllerHost:
             self.on_demand(run.tags)
 
     def release(self, run: HostedRun) -> None:
-        self._queue.release(run)
-        self._dispatch_ready()
+        queue = self._queue
+        queue.release(run)
+        if queue.waiting:  # nothing waits: nothing to dispatch (the common case)
+            self._dispatch_ready()
         if self.on_demand is not None and run.tags:
             self.on_demand(run.tags)
 

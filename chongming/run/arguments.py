@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from chongming.errors import ConfigurationError, PayloadError
+from chongming.errors import ConfigurationError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
+from chongming.state.actors import check_actor as check_actor
 from chongming.state.payload import check_reason
 
 __all__ = ["check_actor", "check_run_options", "check_tags"]
@@ -26,12 +27,6 @@ def check_tags(tags: Collection[str]) -> frozenset[str]:
             raise ConfigurationError(f"tags must be non-empty strings, got {tag!r}")
         check_reason(tag, "tag")
     return result
-
-
-def check_actor(actor: object) -> str:
-    if not isinstance(actor, str) or not actor:
-        raise PayloadError("actor", f"must be a non-empty string, got {actor!r}")
-    return check_reason(actor, "actor") or actor
 
 
 def check_run_options(retry: object, timeout: object, windows: object, priority: object) -> None:

@@ -33,6 +33,7 @@ from chongming.errors import InvalidTransition, PayloadError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
+from chongming.run.abnormal_ends import fail_internally, start_timed_out
 from chongming.run.arguments import check_actor as check_actor
 from chongming.run.arguments import check_run_options
 from chongming.run.arguments import check_tags as check_tags
@@ -63,6 +64,7 @@ from chongming.run.statuses import (
 )
 from chongming.run.verdict import Verdict, VerdictKind, describe_error, storable_text
 from chongming.state.attempts import CONTINUES_ATTEMPT
+from chongming.state.ids import random_bits
 from chongming.state.payload import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     check_label,
@@ -72,7 +74,7 @@ from chongming.state.payload import (
 from chongming.state.records import Failure, FailureKind, JsonValue, Progress, TaskSnapshot
 from chongming.state.records import Transition as TransitionRecord
 from chongming.state.status import TaskStatus
-from chongming.state.table import TRANSITIONS, shortest_path
+from chongming.state.table import TRANSITIONS
 from chongming.state.triggers import Trigger
 from chongming.task_api.spec import TaskSpec, spec_for
 
@@ -175,14 +177,17 @@ class RunLifecycle:
         spec.bind_check(args, kwargs)
         if args or kwargs:
             args, kwargs = json_form_arguments(args, kwargs, max_payload_bytes)
-        if retry is not None or timeout is not None or windows is not None or priority is not None:
-            check_run_options(retry, timeout, windows, priority)
+        if retry is not None or timeout is not None or priority is not None:
+            check_run_options(retry, timeout, None, priority)
+        if windows is not None and not isinstance(windows, ControlWindows):
+            check_run_options(None, None, windows, None)  # raises, naming the type
         if bucket_key is not None and not isinstance(bucket_key, str):
             raise PayloadError("bucket_key", f"must be a string, got {type(bucket_key).__name__}")
         self.host: RunHost = host if host is not None else StandaloneHost()
         self._owns_host = host is None
         self.spec = spec
-        self.task_id = new_task_id() if task_id is None else check_task_id(task_id)
+        # new_task_id(), inline: 16 hex digits of 64 random bits.
+        self.task_id = "%016x" % random_bits(64) if task_id is None else check_task_id(task_id)  # noqa: UP031
         self.name = name or spec.name
         self.label = check_label(label) if label is not None else self.name
         self.retry = retry or spec.retry or DEFAULT_RETRY
@@ -378,7 +383,12 @@ class RunLifecycle:
         self._finished_mono = asyncio.get_running_loop().time()
         if self._left is not None and not self._left.done():
             self._left.set_result(None)
-        self.discard()
+        if (
+            self._start_timer is not None
+            or self._retry_timer is not None
+            or self._pause_timer is not None
+        ):
+            self.discard()
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
         callbacks = self._done_callbacks
@@ -391,8 +401,13 @@ class RunLifecycle:
 
     def submit(self) -> None:
         """``pending -> queued`` and hand the run to its host's admission."""
-        self.mark_queued()
-        self._hand_to_admission()
+        self._move(QUEUED, Trigger.DEPENDENCIES_RESOLVED)  # mark_queued, inline
+        if self.timeout is not None:
+            self._arm_start_timer()
+        try:
+            self.host.enqueue(self)  # _hand_to_admission, inline
+        except Exception as error:
+            fail_internally(self, error, "handing the run to admission")
 
     def mark_queued(self) -> None:
         """``pending -> queued`` without admission yet (the host first makes it durable)."""
@@ -481,14 +496,15 @@ class RunLifecycle:
             self._holds_slot = True  # the claim wrote ``starting``: launch it as it is
         else:
             return False
-        gate = self.host.launch_gate(self)
+        host = self.host
+        gate = host.launch_gate(self)
         attempt = Attempt(self._plan, self._inputs, self.attempt, self, gate)
         self._current = attempt
         try:
-            attempt.launch()
+            attempt.task = host.spawn(self, attempt.drive())  # attempt.launch(), inline
         except Exception as error:
             self._current = None
-            self._fail_internally(error, "launching the attempt")
+            fail_internally(self, error, "launching the attempt")
         return True
 
     # -- AttemptListener: what the current attempt reports ----------------------------
@@ -533,9 +549,14 @@ class RunLifecycle:
             return
         self._current = None
         try:
-            self._record_end(attempt, verdict)
+            if verdict.kind is _V_SUCCEEDED and self.status is not PAUSED:
+                self._result = verdict.value  # _record_end's first case, inline
+                self._failure = None  # an earlier attempt's failure is history
+                self._move(SUCCEEDED, Trigger.COMPLETED)
+            else:
+                self._record_end(attempt, verdict)
         except (Exception, asyncio.CancelledError) as error:  # synchronous: never ours
-            self._fail_internally(error, "recording the end of the attempt")
+            fail_internally(self, error, "recording the end of the attempt")
         finally:
             self._give_back_slot()
 
@@ -668,32 +689,7 @@ class RunLifecycle:
         try:
             self.host.enqueue(self)
         except Exception as error:
-            self._fail_internally(error, "handing the run to admission")
-
-    def _fail_internally(self, error: BaseException, doing: str) -> None:
-        """The runtime's own bookkeeping failed: record it loudly and end the run."""
-        _log.error("internal error while %s for task %r", doing, self.task_id, exc_info=error)
-        self._failure = Failure(
-            kind=FailureKind.EXCEPTION,
-            message=storable_text(f"internal error while {doing}: {describe_error(error)}"),
-            exception_type=storable_text(type(error).__name__),
-            retryable=False,
-        )
-        status = self.status
-        if status in _TERMINAL:
-            return
-        self._leave_waiting(status)
-        current = self._current
-        if current is not None:
-            self._current = None  # its later report is not trusted
-            current.request_stop(0.0)  # the carrier may still run; tell it to end
-        for step in shortest_path(status, FAILED)[1:]:
-            try:
-                self._move(step, Trigger.INTERNAL_ERROR, reason=doing)
-            except Exception:
-                _log.exception("could not record the internal error of %r", self.task_id)
-                return
-        self._give_back_slot()
+            fail_internally(self, error, "handing the run to admission")
 
     def _give_back_slot(self) -> None:
         if self._holds_slot:
@@ -719,32 +715,7 @@ class RunLifecycle:
         if timeout is None or timeout.start is None or self.attempt > first:
             return
         loop = asyncio.get_running_loop()
-        self._start_timer = loop.call_later(timeout.start, self._start_timed_out)
-
-    def _start_timed_out(self) -> None:
-        """Submission to a real start took longer than ``Timeout.start``: final."""
-        self._start_timer = None
-        status = self.status
-        if status is QUEUED or self._claimed_start():
-            self.host.withdraw(self)
-        elif status is STARTING:
-            current = self._current
-            if current is None or not current.abandon_start():
-                return  # the function began just now: it runs
-            self._current = None
-        else:
-            return
-        assert self.timeout is not None
-        assert self.timeout.start is not None
-        self._failure = Failure(
-            kind=FailureKind.TIMEOUT_START,
-            message=f"not started within {self.timeout.start:g}s of submission",
-            retryable=False,  # a task that never started cannot go to retry_wait: final
-        )
-        try:
-            self._move(FAILED, Trigger.START_TIMEOUT)
-        finally:
-            self._give_back_slot()
+        self._start_timer = loop.call_later(timeout.start, start_timed_out, self)
 
     def _request_stop(self, trigger: str, *, actor: str, reason: str | None) -> bool:
         status = self.status
