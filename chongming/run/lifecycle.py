@@ -48,8 +48,6 @@ from chongming.run.plan import AttemptInputs, AttemptPlan, plan_for
 from chongming.run.statuses import (
     BLOCKED,
     CANCELLED,
-    FAILED,
-    LOST,
     PAUSED,
     PAUSING,
     PENDING,
@@ -74,6 +72,7 @@ from chongming.state.payload import (
 from chongming.state.records import Failure, FailureKind, JsonValue, Progress, TaskSnapshot
 from chongming.state.records import Transition as TransitionRecord
 from chongming.state.status import TaskStatus
+from chongming.state.steps import RELEASED_WHILE_PAUSED, End, Then, asks_retry, steps_for
 from chongming.state.table import TRANSITIONS
 from chongming.state.triggers import Trigger
 from chongming.task_api.spec import TaskSpec, spec_for
@@ -82,8 +81,8 @@ _log = logging.getLogger("chongming.run")
 _NOT_STARTED = frozenset({PENDING, BLOCKED, QUEUED, RETRY_WAIT})
 _TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
 _ALLOWED = dict(TRANSITIONS)  # a plain dict reads faster than the public read-only view
-_V_SUCCEEDED, _V_STOPPED, _V_LOST = VerdictKind.SUCCEEDED, VerdictKind.STOPPED, VerdictKind.LOST
-_V_PARKED = VerdictKind.PARKED
+_V_SUCCEEDED = VerdictKind.SUCCEEDED
+_ENDS = {kind: End(kind.value) for kind in VerdictKind}
 
 
 __all__ = ["RunLifecycle", "call_done_callback", "check_actor", "check_tags"]
@@ -565,39 +564,78 @@ class RunLifecycle:
         self._progress = progress
 
     def _record_end(self, attempt: Attempt, verdict: Verdict) -> None:
+        """Gather the facts, then apply what :func:`~chongming.state.steps.steps_for` says."""
         status = self.status
         if status is PAUSED:
             # The function ended while parked elsewhere (a helper task or
             # thread sat at the checkpoint): release the pause, then say how.
             attempt.signals.withdraw_pause()
             attempt.resume_clock()
-            self._move(RUNNING, Trigger.PAUSE_RELEASED, reason="the task ended while paused")
+            target, trigger, reason = RELEASED_WHILE_PAUSED
+            self._move(target, trigger, reason=reason)
             status = RUNNING
-        kind = verdict.kind
-        if kind is _V_SUCCEEDED:
+        end = _ENDS[verdict.kind]
+        failure = verdict.failure
+        if end is End.SUCCEEDED:
             self._result = verdict.value
             self._failure = None  # an earlier attempt's failure is history, not the outcome
-            self._move(SUCCEEDED, Trigger.COMPLETED)
-        elif kind is _V_STOPPED:
-            if status is not STOPPING and hand_back_ended(self, attempt):
-                return
-            if status is not STOPPING:
-                self._move(STOPPING, Trigger.SHUTDOWN, reason="the host is closing")
-            reason = self._stop_reason
-            if verdict.note is not None:  # how a killed carrier ended
-                reason = verdict.note if reason is None else f"{reason}; {verdict.note}"
-            self._move(STOPPED, Trigger.STOP_CONFIRMED, reason=reason)
-        elif kind is _V_PARKED:
+        elif end is End.LOST:
+            self._failure = failure
+        elif end is End.FAILED:
+            assert failure is not None
+            self._failure = failure
+            if failure.kind is FailureKind.RESULT_INVALID:
+                end = End.RESULT_INVALID
+        retry: bool | None = None
+        gives_back = False
+        delay = 0.0
+        if failure is not None and asks_retry(status, end):
+            try:
+                decision = self.retry.decide(
+                    attempt.number, failure, verdict.error, random.random()
+                )
+            except (Exception, asyncio.CancelledError) as error:
+                # User code (a predicate, a backoff) raised; no await happens here, so
+                # even a CancelledError is theirs, not a cancellation of ours: the
+                # task fails, saying why.
+                self._failure = Failure(
+                    kind=FailureKind.EXCEPTION,
+                    message=storable_text(
+                        f"the retry policy raised {describe_error(error)} "
+                        f"while judging: {failure.message}"
+                    ),
+                    exception_type=storable_text(type(error).__name__),
+                    retryable=False,
+                )
+            else:
+                retry, delay = decision.retry, decision.delay
+                # A closing worker runs no retry: any other worker does, when it is due.
+                gives_back = retry and (
+                    self._handing_back is not None or self.host.hands_back(self)
+                )
+        moves, then = steps_for(
+            status,
+            end,
+            retry=retry,
+            stop_reason=self._stop_reason,
+            note=verdict.note,
+            handing_back=self._handing_back,
+            gives_back=gives_back,
+            failure_message="" if failure is None else failure.message,
+        )
+        for target, trigger, reason in moves:
+            self._move(target, trigger, reason=reason)
+        if then is Then.RETRY_LATER:
+            loop = asyncio.get_running_loop()
+            self._retry_timer = loop.call_later(delay, self._retry_due)
+        elif then is Then.GIVE_BACK:
+            give_back(self, self._time() + delay, Trigger.RETRY_RELEASED)
+        elif then is Then.HAND_BACK:
+            hand_back_ended(self, attempt)
+        elif then is Then.PARK:
             parked = verdict.value
             assert isinstance(parked, dict)
             self._park(float(parked["wake_at"]), parked["fact"])
-        elif kind is _V_LOST:
-            self._failure = verdict.failure
-            stopped = status is STOPPING or self._handing_back is not None
-            trigger = Trigger.STOP_ABANDONED if stopped else Trigger.TIMEOUT_ABANDONED
-            self._move(LOST, trigger, reason=self._stop_reason or self._handing_back)
-        else:
-            self._record_failure(attempt, verdict)
 
     def _park(self, wake_at: float, fact: Any) -> None:
         """A durable task's long sleep or wait: hand it back to the queue until ``wake_at``.
@@ -618,44 +656,6 @@ class RunLifecycle:
         self.owner = None
         self._move(QUEUED, Trigger.PARKED, reason=f"claimable from {waiting}{until.isoformat()}")
         self.host.park(self, None if fact is None else str(fact))
-
-    def _record_failure(self, attempt: Attempt, verdict: Verdict) -> None:
-        failure = verdict.failure
-        assert failure is not None
-        self._failure = failure
-        trigger = (
-            Trigger.RESULT_INVALID if failure.kind is FailureKind.RESULT_INVALID else Trigger.FAILED
-        )
-        if self.status is STOPPING:
-            self._move(FAILED, trigger, reason=self._stop_reason)
-            return
-        try:
-            decision = self.retry.decide(attempt.number, failure, verdict.error, random.random())
-        except (Exception, asyncio.CancelledError) as error:
-            # User code (a predicate, a backoff) raised; no await happens here, so
-            # even a CancelledError is theirs, not a cancellation of ours.
-            # A user-supplied predicate or backoff raised: the task fails, saying why.
-            self._failure = Failure(
-                kind=FailureKind.EXCEPTION,
-                message=storable_text(
-                    f"the retry policy raised {describe_error(error)} "
-                    f"while judging: {failure.message}"
-                ),
-                exception_type=storable_text(type(error).__name__),
-                retryable=False,
-            )
-            self._move(FAILED, trigger)
-            return
-        if not decision.retry:
-            self._move(FAILED, trigger)
-            return
-        self._move(RETRY_WAIT, Trigger.RETRY_SCHEDULED, reason=failure.message[:200])
-        if self._handing_back is not None or self.host.hands_back(self):
-            # A closing worker runs no retry: any other worker does, when it is due.
-            give_back(self, self._time() + decision.delay, Trigger.RETRY_RELEASED)
-            return
-        loop = asyncio.get_running_loop()
-        self._retry_timer = loop.call_later(decision.delay, self._retry_due)
 
     # -- a closing worker hands its claimed runs back (chongming/run/hand_back.py) ----
 
