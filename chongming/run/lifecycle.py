@@ -523,6 +523,8 @@ class RunLifecycle:
             self._start_timer.cancel()
             self._start_timer = None
         if self.status is STARTING:
+            if self._started_mono is None:
+                self._started_mono = attempt.started  # read on the loop's clock just now
             self._move(RUNNING, Trigger.LAUNCHED)
 
     def attempt_paused(self, attempt: Attempt, generation: int) -> None:
