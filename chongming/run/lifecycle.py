@@ -559,7 +559,12 @@ class RunLifecycle:
         except (Exception, asyncio.CancelledError) as error:  # synchronous: never ours
             fail_internally(self, error, "recording the end of the attempt")
         finally:
-            self._give_back_slot()
+            if self._holds_slot:  # _give_back_slot, inline
+                self._holds_slot = False
+                try:
+                    self.host.release(self)
+                except Exception:
+                    _log.exception("host failed to release the slot of %r", self.task_id)
 
     def report_progress(self, progress: Progress) -> None:
         """Hot path from ``ctx.progress``; may run on a worker thread."""

@@ -54,7 +54,10 @@ def walks(draw: st.DrawFn) -> list[tuple[TaskStatus, str, str, str | None, float
             break
         status = draw(st.sampled_from(targets))
         now += draw(st.floats(0, 10, allow_nan=False))
-        trigger = draw(st.sampled_from(["user:stop", "scheduler:dispatch", "x:y"]))
+        # runtime:parked queues a task whose next start continues its attempt.
+        trigger = draw(
+            st.sampled_from(["user:stop", "scheduler:dispatch", "x:y", "runtime:parked"])
+        )
         actor = draw(st.sampled_from(["system", "user", "ops"]))
         reason = draw(st.none() | st.text(max_size=5))
         steps.append((status, trigger, actor, reason, now))
@@ -63,7 +66,7 @@ def walks(draw: st.DrawFn) -> list[tuple[TaskStatus, str, str, str | None, float
 
 @settings(deadline=None)  # a loaded CI machine must not turn slowness into failure
 @given(walks())
-def test_run_and_apply_transition_agree(
+def test_record_and_apply_transition_agree(
     steps: list[tuple[TaskStatus, str, str, str | None, float]],
 ) -> None:
     async def fold() -> None:
@@ -81,12 +84,20 @@ def test_run_and_apply_transition_agree(
             updated_at=to_datetime(START),
         )
         expected = []
+        queued_by = None  # the trigger of the latest transition (what queued a start)
         for target, trigger, actor, reason, now in steps:
             clock.now = now
             run._move(target, trigger, actor=actor, reason=reason)
             snapshot, transition = apply_transition(
-                snapshot, target, trigger=trigger, at=to_datetime(now), actor=actor, reason=reason
+                snapshot,
+                target,
+                trigger=trigger,
+                at=to_datetime(now),
+                actor=actor,
+                reason=reason,
+                queued_by=queued_by,
             )
+            queued_by = trigger
             expected.append(transition)
         assert list(run.transitions) == expected
         assert (run.status, run.status_version, run.attempt) == (
