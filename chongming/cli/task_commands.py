@@ -169,12 +169,40 @@ def worker(
             "--lease-ttl", help="Seconds after its last renewal that peers judge this node dead."
         ),
     ] = 30.0,
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", help="Seconds between claims and command polls.")
+    ] = 0.2,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", help="Serve this worker's Prometheus /metrics here."),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option("--metrics-host", help="Address the metrics endpoint binds.")
+    ] = "127.0.0.1",
+    health_port: Annotated[
+        int | None, typer.Option("--health-port", help="Serve /livez and /readyz here.")
+    ] = None,
+    health_host: Annotated[
+        str, typer.Option("--health-host", help="Address the health endpoint binds.")
+    ] = "127.0.0.1",
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="text or json (one object per line).")
+    ] = "text",
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning or error.")
+    ] = "info",
 ) -> None:
     """Claim and run queued tasks the module registers, until SIGTERM or Ctrl-C."""
     from chongming.cli.limit_commands import parse_limit
     from chongming.cli.session import CliError
     from chongming.cli.task_modules import load_task_module
-    from chongming.cli.worker_command import WorkerSettings, run_worker
+    from chongming.cli.worker_command import (
+        WorkerSettings,
+        check_endpoint,
+        check_log_options,
+        check_poll_interval,
+        run_worker,
+    )
     from chongming.errors import ChongmingError
 
     options = _options(ctx, False)
@@ -186,10 +214,19 @@ def worker(
         if not lease_ttl > 0:
             raise CliError(f"--lease-ttl must be a number of seconds > 0, got {lease_ttl}")
         limits = dict(parse_limit(text) for text in cluster_limit or ())
-        module = load_task_module(tasks_module)
+        formats = check_log_options(log_format, log_level)
         settings = WorkerSettings(
-            max_parallel=max_parallel, grace=grace, cluster_limits=limits, lease_ttl=lease_ttl
+            max_parallel=max_parallel,
+            grace=grace,
+            cluster_limits=limits,
+            lease_ttl=lease_ttl,
+            poll_interval=check_poll_interval(poll_interval),
+            metrics=check_endpoint("--metrics-port", metrics_host, metrics_port),
+            health=check_endpoint("--health-port", health_host, health_port),
+            log_format=formats[0],
+            log_level=formats[1],
         )
+        module = load_task_module(tasks_module)
         code = run_worker(options, module, settings)
     except (CliError, ChongmingError, OSError) as error:
         _fail(error, options.debug)

@@ -70,6 +70,8 @@ PARK_AFTER = 5.0
 #: A task parked waiting for a fact is claimed again after this long at most, to
 #: look once more: a safety net under the wake that sending the fact causes.
 FACT_RECHECK = 3600.0
+#: How long a cancelled attempt still waits for the write of a step it ran (seconds).
+RECORD_KEEP = 5.0
 
 _MESSAGE = 2000  # characters of a recorded error message
 #: First and longest pause between tries of a journal call while the store is away.
@@ -356,7 +358,25 @@ class Journal:
             raise FencingError(self.task_id, self.epoch, str(error)) from None
 
     async def _record(self, step: StepRecord) -> StepRecord:
-        return await self._fenced(lambda: self._store.record_step(self.task_id, self.epoch, step))
+        """Write ``step``; a cancellation (a close's hand-back, a stop) waits for the write.
+
+        What is recorded has happened (a body ran, a fact was decided): a
+        write cut by the cancel would make the next attempt run the body
+        again. The write gets up to ``RECORD_KEEP`` seconds more; a stale
+        epoch still fences it off, so a write landing late is harmless.
+        """
+        write = asyncio.ensure_future(
+            self._fenced(lambda: self._store.record_step(self.task_id, self.epoch, step))
+        )
+        try:
+            return await asyncio.shield(write)
+        except asyncio.CancelledError:
+            done, _ = await asyncio.wait((write,), timeout=RECORD_KEEP)
+            if not done:
+                write.cancel()
+            elif not write.cancelled():
+                write.exception()  # retrieved: its outcome is the cancelled attempt's
+            raise
 
 
 class JournalGate:

@@ -64,6 +64,9 @@ class NodeLease:
         self._changed: asyncio.Event | None = None
         self.renewals = 0
         self.replaced = False
+        #: The registration whose lease this node took over (its process was gone), if any:
+        #: the tasks that process held under this owner name are its own to judge.
+        self.took_over: NodeInfo | None = None
 
     @property
     def registered(self) -> bool:
@@ -109,6 +112,7 @@ class NodeLease:
         )
         await self._store.release_node(owner, old.incarnation)
         await self._store.register_node(self.info, ttl_seconds=self._ttl)
+        self.took_over = old
 
     def publish(self) -> None:
         """What this worker serves changed: write it to the row now (not at the next renewal).

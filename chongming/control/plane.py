@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from chongming.clock import SYSTEM_CLOCK, Clock
+from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.commands import Apply, CommandPoller
 from chongming.control.failures import PersistFailures
 from chongming.control.node import NodeLease
@@ -40,6 +40,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
+from chongming.stores.nodes import NodeInfo, NodeRecord
 from chongming.stores.writes import StateWrite, WriteOutcome
 
 __all__ = ["ControlPlane"]
@@ -87,6 +88,7 @@ class ControlPlane:
             version=version,
         )
         self.progress = ProgressWriter(store, live_runs, interval=poll_interval)
+        self._live_runs = live_runs
         self.reconcile_interval = reconcile_interval
         #: A worker's registrations: the ``max_resumes`` of a durable task by name and
         #: version, ``None`` for one not durable (or not registered) here. Reconcile asks
@@ -114,8 +116,45 @@ class ControlPlane:
         async with self._becoming:
             if not self.node.registered:
                 await self.node.register()
+                if self.node.took_over is not None:
+                    await self._judge_predecessor(self.node.took_over)
                 self.commands.start()
                 self.progress.start()
+
+    async def _judge_predecessor(self, old: NodeInfo) -> None:
+        """Reconcile what the process whose lease this node took over held under its name.
+
+        Its tasks carry this owner name, and the lease on the name is live
+        again (this node's), so no reconcile would ever judge them: they would
+        stay ``running`` with nobody running them. They are judged before this
+        node claims anything, as a dead owner's are: a durable attempt is
+        resumed, an unstarted claim goes back to the queue, the rest is lost.
+        """
+        held_here = {run.task_id for run in self._live_runs()}
+        mine = [
+            snapshot
+            for snapshot in await self.store.query(TaskQuery(statuses=ACTIVE_STATUSES))
+            if snapshot.owner == self.owner and snapshot.task_id not in held_here
+        ]
+        if not mine:
+            return
+        nodes = {record.info.owner: record for record in await self.store.nodes()}
+        why = f"its process (pid {old.pid} on {old.host}) is gone; its lease was taken over"
+        report = await self._judge(
+            mine,
+            nodes,
+            gone={self.owner: why},
+            dry_run=False,
+            reason="the lease of this owner name was taken over from a process that is gone",
+            actor=f"reconcile:{self.owner}",
+            at=to_datetime(self._clock.time()),
+        )
+        _log.warning(
+            "owner %r: judged %d task(s) its gone predecessor held: %s",
+            self.owner,
+            len(report.entries),
+            ", ".join(f"{e.task_id} {e.outcome.value}" for e in report.entries),
+        )
 
     def record(self, run: Any) -> None:
         self.writer.record(run)
@@ -129,8 +168,23 @@ class ControlPlane:
         """Judge the unfinished tasks of owned buckets by their owners' leases (store clock)."""
         nodes = {record.info.owner: record for record in await self.store.nodes()}
         snapshots = await self.store.query(TaskQuery(statuses=ACTIVE_STATUSES))
+        return await self._judge(
+            snapshots, nodes, gone=None, dry_run=dry_run, reason=reason, actor=actor, at=at
+        )
+
+    async def _judge(
+        self,
+        snapshots: list[TaskSnapshot],
+        nodes: dict[str, NodeRecord],
+        *,
+        gone: dict[str, str] | None,
+        dry_run: bool,
+        reason: str | None,
+        actor: str,
+        at: datetime,
+    ) -> ReconcileReport:
         by_id = {snapshot.task_id: snapshot for snapshot in snapshots}
-        entries = plan_reconcile(snapshots, nodes, owned_buckets=self.owned_buckets)
+        entries = plan_reconcile(snapshots, nodes, owned_buckets=self.owned_buckets, gone=gone)
         entries = await self._requeue(
             entries, by_id, dry_run=dry_run, reason=reason, actor=actor, at=at
         )
@@ -305,8 +359,6 @@ class ControlPlane:
         return True
 
     async def _reconcile_forever(self, interval: float) -> None:
-        from chongming.clock import to_datetime
-
         while True:
             await asyncio.sleep(interval)
             try:

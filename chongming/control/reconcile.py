@@ -131,13 +131,18 @@ def plan_reconcile(
     nodes: Mapping[str, NodeRecord],
     *,
     owned_buckets: frozenset[int] | None,
+    gone: Mapping[str, str] | None = None,
 ) -> list[ReconcileEntry]:
     """The verdict for each unfinished task this node may judge (see the module docstring).
 
     ``nodes`` maps owner names to their node rows; an owner with no row has
-    no lease. A task outside ``owned_buckets`` is not judged (a task with no
-    bucket is judged by any node).
+    no lease. ``gone`` maps owner names whose tasks are judged as a dead
+    owner's whatever their row says to the reason (a node that took over the
+    lease of its own name from a process that is gone judges what that
+    process held). A task outside ``owned_buckets`` is not judged (a task
+    with no bucket is judged by any node).
     """
+    gone = gone or {}
     entries: list[ReconcileEntry] = []
     for snapshot in snapshots:
         if snapshot.is_terminal:
@@ -150,11 +155,14 @@ def plan_reconcile(
             entries.append(_entry(snapshot, ReconcileOutcome.WAITING, _in_the_queue(snapshot)))
             continue
         node = nodes.get(owner) if owner is not None else None
-        if node is not None and node.live:
+        if owner is not None and owner in gone:
+            why = gone[owner]
+        elif node is not None and node.live:
             detail = f"owner {owner!r} is alive (lease until {node.lease_expires_at:%H:%M:%S})"
             entries.append(_entry(snapshot, ReconcileOutcome.UNTOUCHED, detail))
             continue
-        why = _why_gone(owner, node)
+        else:
+            why = _why_gone(owner, node)
         if snapshot.status in CARRIER_STATUSES:
             entries.append(_entry(snapshot, ReconcileOutcome.LOST, f"{why}; outcome unknown"))
         else:

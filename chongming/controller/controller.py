@@ -29,6 +29,7 @@ from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import (
+    EnqueueMany,
     EnqueueRequest,
     QueuedTask,
     ServedVersions,
@@ -101,7 +102,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Controller(PlaneCalls):
+class Controller(PlaneCalls, EnqueueMany):
     """Supervises tasks submitted by registered name.
 
     Over any limit a task is ``queued``, never rejected. A paused task keeps

@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import inspect
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +45,22 @@ from chongming.stores.queue import Enqueued, check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
 if TYPE_CHECKING:
+    from chongming.control.plane import ControlPlane
     from chongming.controller.observers import Observers
+    from chongming.controller.worker import Worker
+    from chongming.scheduler.buckets import BucketPolicy
 
-__all__ = ["ENQUEUED", "QueuedTask", "ServedVersions", "build_enqueued", "store_enqueue"]
+__all__ = [
+    "ENQUEUED",
+    "EnqueueMany",
+    "QueuedTask",
+    "ServedVersions",
+    "build_enqueued",
+    "build_enqueued_many",
+    "queued_tasks",
+    "store_enqueue",
+    "store_enqueue_many",
+]
 
 #: The trigger of an enqueued task's first transition.
 ENQUEUED = Trigger.ENQUEUED
@@ -161,6 +174,134 @@ def build_enqueued(
     return snapshot, transition
 
 
+def build_enqueued_many(
+    template: EnqueueRequest,
+    calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+    keys: Sequence[str | None] | None,
+    registry: TaskRegistry,
+    clock: Clock,
+    limit: int | None,
+) -> list[tuple[TaskSnapshot, Transition]]:
+    """The rows of one bulk enqueue: what the calls share is checked once.
+
+    The first call goes through :func:`build_enqueued` with every check; each
+    other call shares its name, version, label, priority, tags, bucket and
+    earliest start and checks only its own arguments and key. Each task gets
+    its own id and its own reading of the clock (claims take the oldest first).
+    """
+    if keys is not None and len(keys) != len(calls):
+        raise ConfigurationError(
+            f"idempotency_keys must give one key (or None) per call: {len(keys)} for "
+            f"{len(calls)} calls"
+        )
+    built: list[tuple[TaskSnapshot, Transition]] = []
+    if not calls:
+        return built
+    first_args, first_kwargs = calls[0]
+    first = build_enqueued(
+        dataclasses.replace(
+            template,
+            args=tuple(first_args),
+            kwargs=dict(first_kwargs),
+            idempotency_key=None if keys is None else keys[0],
+        ),
+        registry,
+        clock,
+        limit,
+    )
+    built.append(first)
+    shape = first[0]
+    spec = None
+    if shape.name in registry and (
+        shape.version is None or shape.version in registry.versions(shape.name)
+    ):
+        spec = registry.get(shape.name, shape.version)
+    name, label, max_attempts = shape.name, shape.label, shape.max_attempts
+    bucket, bucket_key, tags, priority = shape.bucket, shape.bucket_key, shape.tags, shape.priority
+    version, not_before, queued = shape.version, shape.not_before, TaskStatus.QUEUED
+    for index in range(1, len(calls)):
+        args, kwargs = calls[index]
+        args, kwargs = tuple(args), dict(kwargs)
+        if spec is not None:
+            spec.bind_check(args, kwargs)
+        args, kwargs = json_form_arguments(args, kwargs, limit)
+        key = None if keys is None else keys[index]
+        if key is not None:
+            try:
+                check_idempotency_key(key)
+            except PayloadError as error:
+                raise ConfigurationError(f"idempotency_key {error.reason}") from None
+        task_id = new_task_id()
+        now = to_datetime(clock.time())
+        snapshot = TaskSnapshot(  # the first one's fields (built directly: no replace())
+            task_id=task_id,
+            name=name,
+            label=label,
+            status=queued,
+            status_version=1,
+            attempt=0,
+            max_attempts=max_attempts,
+            created_at=now,
+            updated_at=now,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            tags=tags,
+            priority=priority,
+            queued_at=now,
+            args=args,
+            kwargs=kwargs,
+            version=version,
+            not_before=not_before,
+            idempotency_key=key,
+        )
+        transition = Transition(
+            task_id=task_id,
+            version=1,
+            from_status=TaskStatus.PENDING,
+            to_status=TaskStatus.QUEUED,
+            at=now,
+            trigger=ENQUEUED,
+            actor="system",
+        )
+        built.append((snapshot, transition))
+    return built
+
+
+async def store_enqueue_many(
+    store: TaskStore,
+    items: Sequence[tuple[TaskSnapshot, Transition]],
+    *,
+    connection: object | None,
+    observers: Observers | None,
+) -> list[Enqueued | Exception]:
+    """``store.enqueue_many`` with the observers' trace carrier (see :func:`store_enqueue`)."""
+    pairs = [(snapshot, [transition]) for snapshot, transition in items]
+    carrier = None if observers is None else observers.trace_carrier()
+    if carrier is None or not _takes_carrier(type(store)):
+        return await store.enqueue_many(pairs, connection=connection)
+    return await store.enqueue_many(pairs, connection=connection, trace_carrier=carrier)
+
+
+def queued_tasks(
+    store: TaskStore,
+    results: Sequence[Enqueued | Exception],
+    *,
+    poll: float,
+    return_exceptions: bool,
+) -> list[Any]:
+    """A :class:`QueuedTask` per enqueued task; the first error raised, unless returned."""
+    if not return_exceptions:
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+    return [
+        result
+        if isinstance(result, Exception)
+        else QueuedTask(store, result.snapshot, created=result.created, poll=poll)
+        for result in results
+    ]
+
+
 async def store_enqueue(
     store: TaskStore,
     snapshot: TaskSnapshot,
@@ -190,6 +331,70 @@ def _takes_carrier(kind: type[TaskStore]) -> bool:
     return "trace_carrier" in parameters or any(
         parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
     )
+
+
+class EnqueueMany:
+    """:meth:`enqueue_many`, a mixin of :class:`~chongming.controller.Controller`."""
+
+    registry: TaskRegistry
+    clock: Clock
+    max_payload_bytes: int | None
+    poll_interval: float
+    buckets: BucketPolicy
+    _served: ServedVersions | None
+    _observers: Observers | None
+    _worker: Worker | None
+
+    if TYPE_CHECKING:  # the controller's
+
+        async def _open(self) -> None: ...
+
+        def _require_plane(self, what: str) -> ControlPlane: ...
+
+    async def enqueue_many(
+        self,
+        name: str,
+        calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]],
+        *,
+        label: str | None = None,
+        bucket_key: str | None = None,
+        priority: int | None = None,
+        tags: Collection[str] | None = None,
+        not_before: datetime | None = None,
+        idempotency_keys: Sequence[str | None] | None = None,
+        version: int | None = None,
+        connection: object | None = None,
+        return_exceptions: bool = False,
+    ) -> list[Any]:
+        """:meth:`enqueue` of ``name`` once per ``(args, kwargs)`` in ``calls``, written together.
+
+        What the calls share is checked once; every call is checked before
+        anything is written. Each task is enqueued on its own (an idempotency
+        key's twin, a taken id): the first such error is raised once all are
+        settled, or returned in its place with ``return_exceptions=True``.
+        """
+        await self._open()
+        plane = self._require_plane("enqueue_many")
+        served = self._served
+        if version is None and served and isinstance(name, str) and name not in self.registry:
+            version = await served.highest(name, wait=connection is None)
+        bucket = None if bucket_key is None else self.buckets.bucket_for(bucket_key)
+        template = EnqueueRequest(
+            name=name, args=(), kwargs={}, label=label, bucket=bucket, bucket_key=bucket_key,
+            priority=priority, tags=tags, not_before=not_before, version=version,
+        )  # fmt: skip
+        items = build_enqueued_many(
+            template, list(calls), idempotency_keys, self.registry, self.clock,
+            self.max_payload_bytes,
+        )  # fmt: skip
+        results = await store_enqueue_many(
+            plane.store, items, connection=connection, observers=self._observers
+        )
+        if self._worker is not None:
+            self._worker.wake()
+        return queued_tasks(
+            plane.store, results, poll=self.poll_interval, return_exceptions=return_exceptions
+        )
 
 
 class QueuedTask:
@@ -261,19 +466,24 @@ class ServedVersions:
         self._waited = False
 
     async def highest(self, name: str, *, wait: bool = True) -> int | None:
-        """The version to pin an unversioned enqueue of ``name`` to (``None``: unversioned)."""
+        """The version to pin an unversioned enqueue of ``name`` to (``None``: unversioned).
+
+        Concurrent enqueues that find the view stale share one read of the
+        node rows (not one read each).
+        """
         loop = asyncio.get_running_loop()
         if loop.time() - self._read_at > self._ttl:
+            reading = self._reading
+            if reading is None:
+                reading = self._reading = loop.create_task(
+                    self._read(), name="chongming:served-versions"
+                )
+                reading.add_done_callback(_read_done)
             if wait:
-                self._take(await self._store.nodes(), loop.time())
-            else:
-                if self._reading is None:
-                    self._reading = loop.create_task(
-                        self._read_beside(), name="chongming:served-versions"
-                    )
-                if not self._waited and self._read_at == float("-inf"):
-                    self._waited = True
-                    await asyncio.wait([self._reading], timeout=FIRST_VIEW_WAIT)
+                await asyncio.shield(reading)  # its error is this enqueue's
+            elif not self._waited and self._read_at == float("-inf"):
+                self._waited = True
+                await asyncio.wait([reading], timeout=FIRST_VIEW_WAIT)
         if name in self._served:
             return None
         prefix = name + "@"
@@ -288,11 +498,9 @@ class ServedVersions:
         self._served = served_by_live_nodes(nodes)
         self._read_at = at
 
-    async def _read_beside(self) -> None:
+    async def _read(self) -> None:
         try:
             self._take(await self._store.nodes(), asyncio.get_running_loop().time())
-        except Exception as error:  # the view stays as it was; a later enqueue reads again
-            _log.debug("reading what live workers serve failed (%s)", error)
         finally:
             self._reading = None
 
@@ -302,3 +510,9 @@ class ServedVersions:
         if reading is not None:
             reading.cancel()
             await asyncio.wait([reading])
+
+
+def _read_done(reading: asyncio.Task[None]) -> None:
+    """A failed read leaves the view as it was; a later enqueue reads again."""
+    if not reading.cancelled() and (error := reading.exception()) is not None:
+        _log.debug("reading what live workers serve failed (%s)", error)

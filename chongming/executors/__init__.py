@@ -1,9 +1,41 @@
-"""Executors carry sync task functions; coroutines run on the loop itself."""
+"""Executors carry sync task functions; coroutines run on the loop itself.
 
-from chongming.executors.base import CarrierFailure as CarrierFailure
-from chongming.executors.base import Executor as Executor
-from chongming.executors.base import StopSemantics as StopSemantics
-from chongming.executors.inline import InlineExecutor as InlineExecutor
-from chongming.executors.process import ProcessExecutor as ProcessExecutor
-from chongming.executors.process_target import in_child_loop as in_child_loop
-from chongming.executors.thread import ThreadExecutor as ThreadExecutor
+Names are imported on first use: the process executor pulls in
+``multiprocessing`` and its protocol, which a controller that never runs a
+task in a subprocess should not pay for at import.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chongming.executors.base import CarrierFailure as CarrierFailure
+    from chongming.executors.base import Executor as Executor
+    from chongming.executors.base import StopSemantics as StopSemantics
+    from chongming.executors.inline import InlineExecutor as InlineExecutor
+    from chongming.executors.process import ProcessExecutor as ProcessExecutor
+    from chongming.executors.process_target import in_child_loop as in_child_loop
+    from chongming.executors.thread import ThreadExecutor as ThreadExecutor
+
+_WHERE: dict[str, str] = {
+    "CarrierFailure": "chongming.executors.base",
+    "Executor": "chongming.executors.base",
+    "StopSemantics": "chongming.executors.base",
+    "InlineExecutor": "chongming.executors.inline",
+    "ProcessExecutor": "chongming.executors.process",
+    "in_child_loop": "chongming.executors.process_target",
+    "ThreadExecutor": "chongming.executors.thread",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value

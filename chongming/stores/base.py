@@ -237,6 +237,30 @@ class TaskStore(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (enqueue)")
 
+    async def enqueue_many(
+        self,
+        items: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
+    ) -> list[Enqueued | Exception]:
+        """:meth:`enqueue` for each ``(snapshot, transitions)``, each on its own.
+
+        The answers come in order: what ``enqueue`` returned, or the error it
+        raised for that item (the others are enqueued all the same). This
+        default calls ``enqueue`` per item; a store may write them together.
+        """
+        carried = {} if trace_carrier is None else {"trace_carrier": trace_carrier}
+        results: list[Enqueued | Exception] = []
+        for snapshot, transitions in items:
+            try:
+                results.append(
+                    await self.enqueue(snapshot, transitions, connection=connection, **carried)
+                )
+            except Exception as error:
+                results.append(error)
+        return results
+
     async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:
         """The trace carriers stored with these tasks at enqueue (ids without one are absent).
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from chongming.errors import CheckpointMisuse, ConfigurationError, PayloadError, TaskCancelled
+from chongming.logs.records import TASK_LOG_REDACTION
 from chongming.state.durable_names import MAX_NAME, check_name
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
@@ -367,6 +368,7 @@ class TaskContext:
             logger = logging.Logger(f"chongming.task.{self.task_id}")
             logger.parent = _TASK_LOGGER
             logger.level = logging.NOTSET
+            logger.addFilter(TASK_LOG_REDACTION)  # secrets never leave a task logger
             self._logger = logger
         return self._logger
 

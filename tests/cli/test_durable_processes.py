@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from chongming import Controller, TaskStatus
+from chongming import Controller, TaskSnapshot, TaskStatus, TaskStore
 from chongming.state.query import TaskQuery
 from chongming.state.status import ACTIVE_STATUSES
 from chongming.state.triggers import Trigger
@@ -42,6 +42,16 @@ from tests.stores.pg_support import admin_connection
 from tests.tiers import proof_size
 
 __all__ = ["plane"]
+
+
+async def _let_go(waits: asyncio.Future[list[TaskSnapshot]] | None, store: object) -> None:
+    """On a failure, end what the test left waiting, so no task or connection outlives it."""
+    if waits is not None and not waits.done():
+        waits.cancel()
+        await asyncio.gather(waits, return_exceptions=True)
+    if isinstance(store, TaskStore):
+        await store.close()
+
 
 KILLS = proof_size("CHONGMING_DURABLE_KILLS", reduced=5, full=100)
 TASKS = max(8, KILLS * 4)  # enough work that every kill lands while tasks run
@@ -120,8 +130,10 @@ async def test_kill_9_of_workers_never_reruns_a_recorded_step(
         for n in range(2)
     ]
     everyone = list(workers)
+    client_store = _client_store(where)
+    waits: asyncio.Future[list[TaskSnapshot]] | None = None
     try:
-        client = Controller(store=_client_store(where), owner="client", poll_interval=0.05)
+        client = Controller(store=client_store, owner="client", poll_interval=0.05)
         async with client:
             store = client.store
             assert store is not None
@@ -155,6 +167,7 @@ async def test_kill_9_of_workers_never_reruns_a_recorded_step(
             await client.close(close_store=True)
         rows = await _rows(where, table)
     finally:
+        await _let_go(waits, client_store)
         for worker in everyone:
             _finish(worker)
     assert codes == [0] * len(workers)
@@ -248,8 +261,10 @@ async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
     owners = ["w-1", "w-2"]
     everyone = list(workers)
     handed_back = 0
+    client_store = _client_store(where)
+    waits: asyncio.Future[list[TaskSnapshot]] | None = None
     try:
-        client = Controller(store=_client_store(where), owner="client", poll_interval=0.05)
+        client = Controller(store=client_store, owner="client", poll_interval=0.05)
         async with client:
             store = client.store
             assert store is not None
@@ -258,7 +273,7 @@ async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
                 for n in range(tasks)
             ]
             waits = asyncio.ensure_future(
-                asyncio.gather(*(task.wait(timeout=DEADLINE * 4) for task in queued))
+                asyncio.gather(*(task.wait(timeout=DEADLINE * 4 + RESTARTS * 5) for task in queued))
             )
             codes = []
             for restart in range(RESTARTS):
@@ -282,6 +297,7 @@ async def test_sigterm_of_every_worker_in_turn_hands_durable_work_back(
             await client.close(close_store=True)
         rows = await _rows(where, table)
     finally:
+        await _let_go(waits, client_store)
         for worker in everyone:
             _finish(worker)
     assert codes == [0] * len(codes)

@@ -243,7 +243,8 @@ def _tracebacks(log: str) -> list[str]:
     found = []
     for n, line in enumerate(lines):
         if line.startswith("Traceback (most recent call last):"):
-            if n and lines[n - 1] == "Failed to restore the pool connection floor; retrying":
+            # the worker prefixes each record with its time, level and logger
+            if n and lines[n - 1].endswith("Failed to restore the pool connection floor; retrying"):
                 continue  # asyncpg.pool logs its handled reconnects with exc_info
             found.append("\n".join(lines[max(0, n - 1) : n + 40]))
     return found

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from chongming import Controller, ExponentialBackoff, RetryPolicy, TaskStatus
+from chongming import Controller, ExponentialBackoff, InMemoryTaskStore, RetryPolicy, TaskStatus
 from chongming.state.triggers import Trigger
 from tests.conftest import FAST
 
@@ -193,3 +193,40 @@ async def test_a_step_thread_running_at_hand_back_is_waited_for_first(tmp_path: 
             final = await queued.wait(timeout=20)
     assert (final.status, final.owner, final.result) == (TaskStatus.SUCCEEDED, "w-b", 2)
     assert (runs, peak) == (2, 1)
+
+
+async def test_a_step_that_ran_while_its_worker_closed_is_recorded_not_run_again() -> None:
+    """Was: the close cancelled the step's record write, so the next worker ran the body again."""
+    store = InMemoryTaskStore()
+    writing = asyncio.Event()
+    record_step = store.record_step
+    ran: Counter[str] = Counter()
+
+    async def slow_record(*args: Any, **kwargs: Any) -> Any:
+        writing.set()  # the body has returned; its record is on its way
+        await asyncio.sleep(0.2)
+        return await record_step(*args, **kwargs)
+
+    async def charge(key: str) -> str:
+        ran[key] += 1
+        return key
+
+    async def order(ctx: Any, key: str) -> Any:
+        return await ctx.step("charge", charge, key)
+
+    a = Controller(store=store, owner="w-a", work=True, poll_interval=0.02, windows=FAST)
+    b = Controller(store=store, owner="w-b", work=True, poll_interval=0.02, windows=FAST)
+    for node in (a, b):
+        node.register("order", order, durable=True)
+    store.record_step = slow_record  # type: ignore[method-assign]
+    async with Controller(store=store, owner="client", poll_interval=0.02) as client, a:
+        queued = await client.enqueue("order", "o-1", task_id="o-1")
+        await writing.wait()
+        store.record_step = record_step  # type: ignore[method-assign]
+        async with b:
+            await a.close(grace=0.0)  # cancels the task during the write
+            outcome = await queued.wait(timeout=20)
+            history = await client.history("o-1")
+    assert (outcome.status, outcome.result, outcome.owner) == (TaskStatus.SUCCEEDED, "o-1", "w-b")
+    assert Trigger.HANDED_BACK in [t.trigger for t in history]
+    assert ran == Counter({"o-1": 1})

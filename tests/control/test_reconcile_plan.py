@@ -98,3 +98,16 @@ def test_the_lost_write_is_one_legal_audited_step() -> None:
     assert after.failure is not None
     assert after.failure.kind is FailureKind.LOST
     assert after.finished_at == NOW
+
+
+def test_an_owner_named_gone_is_judged_dead_whatever_its_lease_says() -> None:
+    """A node that took over its own name's lease judges what the gone process held."""
+    tasks = [snapshot("run", S.RUNNING, "w"), snapshot("other", S.RUNNING, "x")]
+    nodes = {"w": node("w", True), "x": node("x", True)}
+    entries = plan_reconcile(
+        tasks, nodes, owned_buckets=None, gone={"w": "its process is gone; lease taken over"}
+    )
+    by_id = {entry.task_id: entry for entry in entries}
+    assert by_id["run"].outcome is ReconcileOutcome.LOST
+    assert by_id["run"].detail == "its process is gone; lease taken over; outcome unknown"
+    assert by_id["other"].outcome is ReconcileOutcome.UNTOUCHED  # only the named owner

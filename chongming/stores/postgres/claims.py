@@ -47,11 +47,11 @@ _QUEUED, _STARTING = TaskStatus.QUEUED, TaskStatus.STARTING
 _CONTINUES = ", ".join(f"'{trigger}'" for trigger in sorted(CONTINUES_ATTEMPT))
 
 
-def _chosen(schema: str, exclude: int | None) -> str:
+def _chosen(schema: str, exclude: int | None, *, versions: bool = False) -> str:
     """The claimable rows, best first, locked; ``exclude``: the parameter of excluded tags."""
     excluding = "" if exclude is None else f" AND NOT (tags && ${exclude}::text[])"
     return (
-        f"SELECT task_id FROM {schema}.tasks"
+        f"SELECT task_id{', status_version' if versions else ''} FROM {schema}.tasks"
         " WHERE status = 'queued' AND owner IS NULL"
         " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
         " AND ((version IS NULL AND name = ANY($3::text[]))"
@@ -62,12 +62,12 @@ def _chosen(schema: str, exclude: int | None) -> str:
     )
 
 
-def _history_of(schema: str, alias: str) -> str:
-    """Every stored transition of ``alias.task_id`` as one array per column, by version."""
+def _history_of(schema: str, alias: str, *, where: str = "") -> str:
+    """Stored transitions of ``alias.task_id`` as one array per column, by version."""
     arrays = ", ".join(f"array_agg(tr.{c} ORDER BY tr.version) AS h_{c}" for c in _HISTORY)
     return (
         f" LEFT JOIN LATERAL (SELECT {arrays} FROM {schema}.transitions AS tr"
-        f" WHERE tr.task_id = {alias}.task_id) AS h ON true"
+        f" WHERE tr.task_id = {alias}.task_id{where}) AS h ON true"
     )
 
 
@@ -81,22 +81,38 @@ def claim_sql(schema: str, *, exclude: bool) -> str:
 
 
 def started_sql(schema: str, *, exclude: bool) -> str:
-    """A started claim: ``$7`` at, ``$8`` excluded tags. The history read is the old one."""
+    """A started claim: ``$7`` at, ``$8`` excluded tags.
+
+    The last stored transition (at the version the task was claimed at) is
+    read by its key, beside the update: its trigger decides whether the start
+    continues an attempt, and it comes back with the row (``l_*``). The rest
+    of the history is read only for a task that has one (claimed above
+    version 1: requeued, retried, parked, resumed); a fresh enqueued task's
+    history is that one transition and the start this statement writes.
+    """
+    last = ", ".join(f"q.{c} AS l_{c}" for c in _HISTORY)
     history = ", ".join(f"h.h_{c}" for c in _HISTORY)
     return (
-        f"WITH chosen AS ({_chosen(schema, 8 if exclude else None)}),"
+        f"WITH chosen AS ({_chosen(schema, 8 if exclude else None, versions=True)}),"
         f" started AS (UPDATE {schema}.tasks AS t SET owner = $1, status = 'starting',"
         " status_version = t.status_version + 1,"
-        " attempt = t.attempt + CASE WHEN EXISTS (SELECT 1 FROM"
-        f" {schema}.transitions AS q WHERE q.task_id = t.task_id"
-        f" AND q.version = t.status_version AND q.trigger IN ({_CONTINUES}))"
-        " THEN 0 ELSE 1 END,"
+        f" attempt = t.attempt + CASE WHEN q.trigger IN ({_CONTINUES}) THEN 0 ELSE 1 END,"
         " updated_at = $7::timestamptz"
-        f" FROM chosen WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}),"
+        # LIMIT 1 keeps it a probe of the key per row (never a scan of the whole table).
+        f" FROM chosen LEFT JOIN LATERAL (SELECT {', '.join(_HISTORY)}"
+        f" FROM {schema}.transitions AS q WHERE q.task_id = chosen.task_id"
+        " AND q.version = chosen.status_version LIMIT 1)"
+        " AS q ON true"
+        f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}, {last}),"
         f" recorded AS (INSERT INTO {schema}.transitions (task_id, {', '.join(_HISTORY)})"
         f" SELECT task_id, status_version, 'queued', 'starting', $7::timestamptz,"
         f" '{Trigger.DISPATCH}', 'system', NULL, attempt FROM started)"
-        f" SELECT t.*, {history} FROM started AS t{_history_of(schema, 't')}"
+        f" SELECT t.*, {history} FROM started AS t"
+        + _history_of(
+            schema,
+            "t",
+            where=" AND t.status_version > 2 AND tr.version <> t.status_version - 1",
+        )
     )
 
 
@@ -225,7 +241,11 @@ def _claim_order(task: TaskSnapshot) -> tuple[int, datetime, str]:
 
 
 def _claimed(row: Any, *, appended: bool) -> ClaimedTask:
-    """A started row and its history arrays; ``appended``: they hold the start already."""
+    """A started row and its history; ``appended``: the arrays hold all of it, start included.
+
+    Otherwise the arrays (if any) hold the transitions before the last one,
+    the ``l_*`` columns the last one, and the start is the one the claim wrote.
+    """
     snapshot = rows.snapshot_from_row(row)
     task_id = snapshot.task_id
     history: list[Transition] = []
@@ -256,18 +276,39 @@ def _claimed(row: Any, *, appended: bool) -> ClaimedTask:
                     attempt=attempt,
                 )
             )
-    if not appended:
+    if appended:
+        return ClaimedTask(snapshot=snapshot, history=tuple(history))
+    if row["l_version"] is not None:
         history.append(
             Transition(
                 task_id=task_id,
-                version=snapshot.status_version,
-                from_status=_QUEUED,
-                to_status=_STARTING,
-                at=snapshot.updated_at,
-                trigger=Trigger.DISPATCH,
-                actor="system",
-                reason=None,
-                attempt=snapshot.attempt,
+                version=row["l_version"],
+                from_status=STATUS_OF[row["l_from_status"]],
+                to_status=STATUS_OF[row["l_to_status"]],
+                at=row["l_at"],
+                trigger=row["l_trigger"],
+                actor=row["l_actor"],
+                reason=row["l_reason"],
+                attempt=row["l_attempt"],
             )
         )
+        if len(history) > 1 and history[-2].version > history[-1].version:
+            history.sort(key=_version)  # a transition stored ahead of the row (never written so)
+    history.append(
+        Transition(
+            task_id=task_id,
+            version=snapshot.status_version,
+            from_status=_QUEUED,
+            to_status=_STARTING,
+            at=snapshot.updated_at,
+            trigger=Trigger.DISPATCH,
+            actor="system",
+            reason=None,
+            attempt=snapshot.attempt,
+        )
+    )
     return ClaimedTask(snapshot=snapshot, history=tuple(history))
+
+
+def _version(transition: Transition) -> int:
+    return transition.version

@@ -41,6 +41,9 @@ from chongming.stores.postgres.enqueues import (
     Pending,
     batch_arguments,
     batch_insert_sql,
+    is_plain,
+    plain_arguments,
+    plain_insert_sql,
 )
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.schema import SchemaState
@@ -137,6 +140,7 @@ class WorkQueue:
         self.claims = Claims(schema, read=read, once=once, fail=fail)
         self._insert_batch = batch_insert_sql(schema)
         self._insert_batch_carried = batch_insert_sql(schema, carriers=True)
+        self._insert_plain = plain_insert_sql(schema)
         self._insert_carrier = (
             f"INSERT INTO {schema}.trace_carriers (task_id, carrier) VALUES ($1, $2::jsonb)"
             " ON CONFLICT (task_id) DO UPDATE SET carrier = EXCLUDED.carrier"
@@ -164,15 +168,9 @@ class WorkQueue:
         connection: object | None = None,
         trace_carrier: Mapping[str, str] | None = None,
     ) -> Enqueued:
-        check_enqueued(snapshot)
         carrier = check_trace_carrier(trace_carrier)
-        pending = Pending(
-            task_id=snapshot.task_id,
-            key=snapshot.idempotency_key,
-            digest=input_digest(snapshot),
-            params=rows.encode(rows.full_params, snapshot, self._limit),
-            transitions=rows.transition_rows(transitions, snapshot.task_id),
-            carrier=None if carrier is None else encode_trace_carrier(carrier),
+        pending = self._pending(
+            snapshot, transitions, None if carrier is None else encode_trace_carrier(carrier)
         )
         if connection is not None:
             what = f"enqueueing task {snapshot.task_id!r}"
@@ -180,9 +178,59 @@ class WorkQueue:
         result: Enqueued = await self._batcher.submit(pending)
         return result
 
+    async def enqueue_many(
+        self,
+        items: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
+    ) -> list[Enqueued | Exception]:
+        """Every item checked and encoded first (a bad one raises, nothing is written).
+
+        Then they go to the batcher at once: a few statements for the lot
+        (``max_batch`` each), each item answered as :meth:`enqueue` would be.
+        Inside the caller's transaction they run one by one on its connection.
+        """
+        carrier = check_trace_carrier(trace_carrier)
+        text = None if carrier is None else encode_trace_carrier(carrier)
+        pendings = [self._pending(snapshot, steps, text) for snapshot, steps in items]
+        results: list[Enqueued | Exception] = []
+        if connection is not None:
+            for pending in pendings:
+                what = f"enqueueing task {pending.task_id!r}"
+                try:
+                    results.append(
+                        await self._in_callers_transaction(connection, self._work(pending), what)
+                    )
+                except Exception as error:
+                    results.append(error)
+            return results
+        for future in self._batcher.submit_many(pendings):
+            try:
+                results.append(await future)
+            except Exception as error:
+                results.append(error)
+        return results
+
+    def _pending(
+        self, snapshot: TaskSnapshot, transitions: Sequence[Transition], carrier: str | None
+    ) -> Pending:
+        """One enqueue checked and encoded (the digest only where a key needs it)."""
+        check_enqueued(snapshot)
+        key = snapshot.idempotency_key
+        return Pending(
+            snapshot=snapshot,
+            key=key,
+            digest=None if key is None else input_digest(snapshot),
+            params=rows.encode(rows.full_params, snapshot, self._limit),
+            transitions=rows.transition_rows(transitions, snapshot.task_id),
+            carrier=carrier,
+            plain=is_plain(snapshot, transitions),
+        )
+
     def _work(self, pending: Pending) -> Callable[[Any], Awaitable[Enqueued]]:
         """The single-task enqueue: one transaction on ``conn``."""
-        task_id, key, digest = pending.task_id, pending.key, pending.digest
+        task_id, key, digest = pending.task_id, pending.key, pending.input
 
         async def work(conn: Any) -> Enqueued:
             async with conn.transaction():
@@ -215,7 +263,7 @@ class WorkQueue:
                 if stored is not None:
                     found = rows.snapshot_from_row(stored)
                     if (
-                        input_digest(found) == pending.digest
+                        input_digest(found) == pending.input
                         and found.idempotency_key == pending.key
                     ):
                         return Enqueued(snapshot=found, created=True)
@@ -236,8 +284,11 @@ class WorkQueue:
         """Write ``batch`` in one transaction and answer every caller (see enqueues.py)."""
         what = f"enqueueing {len(batch)} tasks"
         carried = any(pending.carrier is not None for pending in batch)
-        arguments = batch_arguments(batch, self._channel, carriers=carried)
-        sql = self._insert_batch_carried if carried else self._insert_batch
+        if not carried and all(pending.plain for pending in batch):
+            sql, arguments = self._insert_plain, plain_arguments(batch, self._channel)
+        else:
+            arguments = batch_arguments(batch, self._channel, carriers=carried)
+            sql = self._insert_batch_carried if carried else self._insert_batch
 
         async def work(conn: Any) -> list[Any]:
             async with conn.transaction():
@@ -261,7 +312,7 @@ class WorkQueue:
         twins = []
         for pending, row in zip(batch, found, strict=True):
             if row["created"]:
-                _settle(pending, Enqueued(snapshot=rows.snapshot_from_row(row), created=True))
+                _settle(pending, Enqueued(snapshot=pending.snapshot, created=True))
             elif pending.key is None:
                 _settle(pending, error=DuplicateTaskId(pending.task_id))
             else:
@@ -277,7 +328,7 @@ class WorkQueue:
     def _twin_of(self, pending: Pending) -> Callable[[Any], Awaitable[Enqueued]]:
         key = pending.key
         assert key is not None
-        return lambda conn: self._twin(conn, key, pending.digest)
+        return lambda conn: self._twin(conn, key, pending.input)
 
     async def _each_alone(self, batch: list[Pending], *, unknown: bool) -> None:
         async def one(pending: Pending) -> None:
@@ -416,6 +467,22 @@ class QueueMethods:
             trace_carrier = None
         return await self._queue.enqueue(
             snapshot, transitions, connection=connection, trace_carrier=trace_carrier
+        )
+
+    async def enqueue_many(
+        self,
+        items: Sequence[tuple[TaskSnapshot, Sequence[Transition]]],
+        *,
+        connection: object | None = None,
+        trace_carrier: Mapping[str, str] | None = None,
+    ) -> list[Enqueued | Exception]:
+        if connection is not None or trace_carrier is not None:
+            await self.open()
+        if trace_carrier is not None and self._state is not None and not self._state.traces:
+            check_trace_carrier(trace_carrier)
+            trace_carrier = None  # untraced, as enqueue says (it warns once)
+        return await self._queue.enqueue_many(
+            items, connection=connection, trace_carrier=trace_carrier
         )
 
     async def claim(

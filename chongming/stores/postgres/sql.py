@@ -39,6 +39,9 @@ _TRANSITION_COLUMNS = (
     ("attempt", "int"),
 )
 _SELECT_TASK = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
+#: Said beside each update's join to its input: the rows are fetched by key (an
+#: index scan of the array), never by a scan of the whole table hashed against it.
+_BY_KEY = "the rows by key, not a scan of the table"
 _NODE_COLUMNS = (
     "owner, incarnation, host, pid, version, num_buckets, owned_buckets,"
     " started_at, renewed_at, lease_expires_at, serves"
@@ -91,6 +94,7 @@ def _write_statement(s: str) -> str:
     )
     patched = ", ".join(f"{name} = i.{name}" for name, _ in SNAPSHOT_COLUMNS if name in _MUTABLE)
     selected = ", ".join(f"tr.{name}" for name, _ in _TRANSITION_COLUMNS)
+    ids = f"${1 + [name for name, _ in columns].index('task_id')}::text[]"
     return f"""
 WITH input AS (
     SELECT * FROM unnest({arrays}) WITH ORDINALITY AS i({aliases}, ord)
@@ -103,11 +107,13 @@ WITH input AS (
     UPDATE {s}.tasks AS t SET {assignments}
     FROM input AS i
     WHERE i.mode = 'save' AND t.task_id = i.task_id AND t.status_version = i.expect
+        AND t.task_id = ANY({ids})  -- {_BY_KEY}
     RETURNING t.task_id
 ), patched AS (
     UPDATE {s}.tasks AS t SET {patched}
     FROM input AS i
     WHERE i.mode = 'patch' AND t.task_id = i.task_id AND t.status_version = i.expect
+        AND t.task_id = ANY({ids})
     RETURNING t.task_id
 ), touched AS (
     UPDATE {s}.tasks AS t SET
@@ -115,7 +121,7 @@ WITH input AS (
         last_heartbeat_at = COALESCE(i.last_heartbeat_at, t.last_heartbeat_at)
     FROM input AS i
     WHERE i.mode = 'touch' AND t.task_id = i.task_id
-        AND (i.owner IS NULL OR t.owner = i.owner)
+        AND (i.owner IS NULL OR t.owner = i.owner) AND t.task_id = ANY({ids})
     RETURNING t.task_id
 ), applied AS (
     SELECT task_id FROM created
@@ -165,6 +171,7 @@ WITH input AS (
     UPDATE {s}.tasks AS t SET {patched}
     FROM input AS i
     WHERE t.task_id = i.task_id AND t.status_version = i.expect
+        AND t.task_id = ANY($1::text[])  -- {_BY_KEY}
     RETURNING t.task_id
 ), appended AS (
     INSERT INTO {s}.transitions (task_id, {step_aliases})
@@ -359,12 +366,14 @@ class Statements:
 
         if query.statuses is not None:
             add("status = ANY({}::text[])", sorted(status.value for status in query.statuses))
+        # The tag and bucket indexes hold only rows with tags / a bucket (migration
+        # 0010): each filter says so, so the index applies to every plan.
         if query.tag is not None:
-            add("tags @> ARRAY[{}::text]", query.tag)
+            add("tags <> '{{}}' AND tags @> ARRAY[{}::text]", query.tag)
         if query.bucket is not None:
-            add("bucket = {}::int", query.bucket)
+            add("bucket IS NOT NULL AND bucket = {}::int", query.bucket)
         if query.buckets is not None:
-            add("bucket = ANY({}::int[])", sorted(query.buckets))
+            add("bucket IS NOT NULL AND bucket = ANY({}::int[])", sorted(query.buckets))
         if query.name is not None:
             add("name = {}::text", query.name)
         if query.owner is not None:

@@ -61,6 +61,7 @@ from chongming.stores.postgres.durable import DurableMethods
 from chongming.stores.postgres.limits import ClusterLimitMethods
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.queue import QueueMethods, WorkQueue
+from chongming.stores.postgres.rows import PLANNER
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS, Statements
 from chongming.stores.postgres.writer import GroupWriter, WriteArgs, WriteResult
@@ -578,8 +579,9 @@ class PostgresTaskStore(ClusterLimitMethods, DurableMethods, QueueMethods, TaskS
                     min_size=self._min_size,
                     max_size=self._max_size,
                     timeout=self._connect_timeout,
-                    server_settings={"application_name": self._application_name},
+                    server_settings={"application_name": self._application_name, **PLANNER},
                     reset=keep_session,
+                    init=rows.known_arrays,
                     **target.kwargs,
                 ),
                 self._connect_timeout * 2,
