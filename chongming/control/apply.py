@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from chongming.errors import TaskNotFound, VersionConflict
-from chongming.run.defaults import new_task_id
+from chongming.state.ids import new_task_id
 from chongming.state.machine import apply_transition
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus

@@ -36,7 +36,7 @@ from typing import Any
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.failures import PersistFailures
 from chongming.errors import DuplicateTaskId, StoreClosed, StoreError
-from chongming.run.verdict import describe_error
+from chongming.state.error_text import describe_error
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
 from chongming.stores.writes import WRITTEN, StateWrite, WriteOutcome, WriteResult

@@ -410,7 +410,7 @@ class Controller(PlaneCalls, EnqueueMany):
             raise durable_needs_store(spec.name, _NO_STORE)
         if task_id is not None and check_task_id(task_id) in self._host:
             raise DuplicateTask(task_id)
-        bucket = self._bucket_for(bucket_key)
+        bucket = None if bucket_key is None else self._bucket_for(bucket_key)
         if tags is not None:
             tags = spec.tags | check_tags(tags)
         run = TaskRun(

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock, to_datetime
 from chongming.errors import ConfigurationError, PayloadError, TaskNotFound
-from chongming.run.defaults import new_task_id
 from chongming.run.lifecycle import check_tags
+from chongming.state.ids import new_task_id
 from chongming.state.payload import (
     check_label,
     check_task_id,

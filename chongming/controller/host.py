@@ -40,10 +40,10 @@ class ControllerHost:
     """Hosts a controller's runs; see the module docstring."""
 
     __slots__ = (
-        "_counts",
         "_default_executor",
         "_finished",
         "_max_parallel",
+        "_observer",
         "_owned_executors",
         "_plane",
         "_queue",
@@ -52,11 +52,12 @@ class ControllerHost:
         "_threads",
         "closing",
         "keep_finished",
-        "observer",
         "on_demand",
         "on_finished",
         "park_threshold",
         "parking",
+        "per_status",
+        "sink",
     )
 
     def __init__(
@@ -72,7 +73,10 @@ class ControllerHost:
         self._max_parallel = max(limits.max_parallel, 1)
         self._runs: dict[str, TaskRun] = {}
         self._finished: collections.deque[str] = collections.deque()
-        self._counts: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+        #: Runs per status: each run moves its own count on every transition.
+        self.per_status: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+        #: What every transition passes through (None: nothing listens); see _compose_sink.
+        self.sink: Callable[[Any, TaskStatus], None] | None = None
         self._tasks = OwnedTasks()
         self._owned_executors: list[Executor] = []
         if executor is None:
@@ -92,14 +96,28 @@ class ControllerHost:
         self.park_threshold = PARK_AFTER
         #: Called with a run's tags when it queues or leaves a slot (cluster slots rebalance).
         self.on_demand: Callable[[Collection[str]], None] | None = None
-        #: Metrics, traces (controller/observers.py): sees every run, transition and attempt.
-        self.observer: Observers | None = None
+        self._observer: Observers | None = None
         #: A closing worker: its claimed runs go back to the queue (see :meth:`hands_back`).
         self.closing = False
 
     def attach(self, plane: ControlPlane) -> None:
         """Write every transition through ``plane`` from now on."""
         self._plane = plane
+        self._compose_sink()
+
+    @property
+    def observer(self) -> Observers | None:
+        """Metrics, traces (controller/observers.py): sees every run, transition and attempt."""
+        return self._observer
+
+    @observer.setter
+    def observer(self, observer: Observers | None) -> None:
+        self._observer = observer
+        self._compose_sink()
+
+    def _compose_sink(self) -> None:
+        """The sink runs call on every transition: composed once, when plane or observer change."""
+        self.sink = None if self._plane is None and self._observer is None else self._record
 
     # -- runs ------------------------------------------------------------------------
 
@@ -113,15 +131,15 @@ class ControllerHost:
         if task_id in self._runs:
             raise DuplicateTask(task_id)
         self._runs[task_id] = run
-        self._counts[run.status] += 1  # pending, or queued / starting for a claimed task
-        if self.observer is not None:
-            self.observer.registered(run)
+        self.per_status[run.status] += 1  # pending, or queued / starting for a claimed task
+        if self._observer is not None:
+            self._observer.registered(run)
 
     def forget(self, run: TaskRun) -> None:
         """Undo :meth:`register` for a run the store refused: nothing is left behind."""
         if self._runs.get(run.task_id) is run:
             del self._runs[run.task_id]
-            self._counts[run.status] -= 1
+            self.per_status[run.status] -= 1
         self._queue.discard(run)
         run.discard()
 
@@ -139,7 +157,7 @@ class ControllerHost:
         return len(self._runs)
 
     def counts(self) -> dict[TaskStatus, int]:
-        return dict(self._counts)
+        return dict(self.per_status)
 
     def admission(self) -> AdmissionStatistics:
         return self._queue.statistics()
@@ -173,8 +191,10 @@ class ControllerHost:
             self.on_demand(run.tags)
 
     def release(self, run: HostedRun) -> None:
-        self._queue.release(run)
-        self._dispatch_ready()
+        queue = self._queue
+        queue.release(run)
+        if queue.waiting:  # nothing waits: nothing to dispatch (the common case)
+            self._dispatch_ready()
         if self.on_demand is not None and run.tags:
             self.on_demand(run.tags)
 
@@ -210,22 +230,20 @@ class ControllerHost:
         return self.closing and self._plane is not None and claimed
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        if self.observer is not None:
-            coro = self.observer.wrap_attempt(run, coro)
+        if self._observer is not None:
+            coro = self._observer.wrap_attempt(run, coro)
         return self._tasks.spawn(coro)
 
-    def record(self, run: HostedRun, previous: TaskStatus) -> None:
-        counts = self._counts
-        status = run.status
-        counts[previous] -= 1
-        counts[status] += 1
+    def _record(self, run: HostedRun, previous: TaskStatus) -> None:
+        """The sink: persist, retire an ended run, publish (the run moved the counts)."""
         plane = self._plane
         if plane is not None:
             plane.record(run)
-        if status in _TERMINAL:
-            self._retire(run)
-        if self.observer is not None:
-            self.observer.transition(run, previous)
+        if run.status in _TERMINAL:
+            self.retire(run)
+        observer = self._observer
+        if observer is not None:
+            observer.transition(run, previous)
 
     def launch_gate(self, run: HostedRun) -> Callable[[], Awaitable[bool]] | None:
         plane = self._plane
@@ -276,7 +294,8 @@ class ControllerHost:
             if not run.dispatch():
                 queue.release(run)
 
-    def _retire(self, run: HostedRun) -> None:
+    def retire(self, run: HostedRun) -> None:
+        """``run`` ended: tell the worker, and forget the oldest beyond ``keep_finished``."""
         if self.on_finished is not None:
             self.on_finished()
         finished = self._finished
@@ -287,7 +306,7 @@ class ControllerHost:
             # Not a run that took the id since (a worker forgets an ended run it claims again).
             if old is not None and old.status in _TERMINAL:
                 del self._runs[task_id]
-                self._counts[old.status] -= 1
+                self.per_status[old.status] -= 1
 
     # -- close -----------------------------------------------------------------------
 

@@ -47,9 +47,9 @@ from chongming.pipeline.join import (
     pipeline_status,
 )
 from chongming.pipeline.records import NodeSnapshot, PipelineOutcome, PipelineSnapshot
-from chongming.run.lifecycle import check_actor
 from chongming.run.task_run import TaskRun
-from chongming.run.verdict import describe_error
+from chongming.state.actors import check_actor
+from chongming.state.error_text import describe_error
 from chongming.state.payload import MAX_REASON_LENGTH, check_reason, json_form
 from chongming.state.records import JsonValue
 from chongming.state.status import TaskStatus

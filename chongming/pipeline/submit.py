@@ -13,8 +13,8 @@ from typing import Any, Protocol
 from chongming.errors import ChongmingError, ConfigurationError
 from chongming.pipeline.graph import Pipeline, check_run_id
 from chongming.pipeline.run import PipelineRun
-from chongming.run.defaults import new_task_id
 from chongming.run.task_run import TaskRun
+from chongming.state.ids import new_task_id
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec
 

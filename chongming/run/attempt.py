@@ -24,6 +24,8 @@ _log = logging.getLogger("chongming.run")
 _SUCCEEDED = VerdictKind.SUCCEEDED
 _COROUTINE = CarrierKind.COROUTINE
 _INLINE = CarrierKind.INLINE
+#: The ints :func:`~chongming.state.payload.plain_json` passes as they are (64-bit).
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class Attempt:
@@ -98,7 +100,7 @@ class Attempt:
         return self.signals.launched
 
     def launch(self) -> None:
-        self.task = self._listener.spawn_attempt(self._drive())
+        self.task = self._listener.spawn_attempt(self.drive())
 
     def abandon_start(self) -> bool:
         """Give up on a carrier that has not begun the function (start timeout).
@@ -119,7 +121,8 @@ class Attempt:
 
     # -- the driver ------------------------------------------------------------
 
-    async def _drive(self) -> None:
+    async def drive(self) -> None:
+        """The attempt's task: gate, launch, call the function, judge and report its end."""
         plan = self.plan
         inputs = self.inputs
         executor = plan.executor
@@ -154,11 +157,18 @@ class Attempt:
             # A durable task's gate opened its journal of memoised steps.
             context.journal = getattr(gate, "journal", None)
         if on_loop:
-            # Coroutines and inline calls start right here, on this thread.
-            if not self.signals.enter(from_thread=False):
+            # Coroutines and inline calls start right here, on this thread:
+            # ``signals.enter(from_thread=False)`` and ``_launched()``, inline.
+            signals = self.signals
+            signals.launched = True
+            if signals.abandoned or signals.stop_requested:
                 self._report(Verdict(kind=VerdictKind.STOPPED))
                 return
-            self._launched()
+            if not self.finished and self.force is None:
+                self.started = self._loop.time()
+                self._listener.attempt_running(self)
+                if plan.timeout is not None:
+                    self._arm_watch()
         try:
             if executor is None:
                 value = await plan.fn(context, *inputs.args, **inputs.kwargs)
@@ -186,7 +196,22 @@ class Attempt:
             # nor its loop (carriers turn them into ThreadBaseException themselves).
             self._finish(error=error)
         else:
-            self._finish(returned=True, value=value)
+            kind = type(value)
+            if (
+                self.force is None
+                and not self.finished
+                and context._unawaited is None
+                and context.journal is None
+                and (
+                    value is None or kind is bool or (kind is int and _INT_MIN <= value <= _INT_MAX)
+                )
+            ):
+                # What _finish would say, in one step: nobody interrupted it, no
+                # checkpoint is left unawaited, the result is plain JSON, no step
+                # thread can still run.
+                self._report(Verdict(_SUCCEEDED, value))
+            else:
+                self._finish(returned=True, value=value)
 
     def _launched(self) -> None:
         """The carrier is about to call the function: the attempt is running."""
@@ -290,7 +315,13 @@ class Attempt:
     def _report(self, verdict: Verdict) -> None:
         self.finished = True
         self._held = None
-        self._cancel_timers()
+        if (
+            self._watch_timer is not None
+            or self._grace_timer is not None
+            or self._cancel_timer is not None
+            or self._hold_timer is not None
+        ):
+            self._cancel_timers()
         self.signals.detach()
         self.task = None
         self._listener.attempt_ended(self, verdict)

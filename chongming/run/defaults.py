@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ from chongming.executors.base import Executor
 from chongming.executors.inline import InlineExecutor
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.windows import ControlWindows
+from chongming.state.ids import new_task_id as new_task_id
 from chongming.task_api.spec import TaskSpec
 
 __all__ = [
@@ -26,11 +26,6 @@ __all__ = [
 DEFAULT_WINDOWS = ControlWindows()
 DEFAULT_RETRY = RetryPolicy()
 _SHARED_INLINE = InlineExecutor()  # stateless: nothing to bound or close
-
-
-def new_task_id() -> str:
-    """16 hex digits from the OS's randomness: unique enough, short enough for tables."""
-    return os.urandom(8).hex()
 
 
 @functools.cache

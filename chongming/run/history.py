@@ -14,7 +14,7 @@ from chongming.clock import to_datetime
 from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 
-__all__ = ["STATUS_VALUE", "Step", "extend_records"]
+__all__ = ["STATUS_VALUE", "Step", "extend_records", "steps_from"]
 
 #: (version, from, to, at, trigger, actor, reason, attempt); statuses as their
 #: string values so the tuple holds only atomic objects.
@@ -41,3 +41,20 @@ def extend_records(task_id: str, steps: Sequence[Step], records: list[Transition
                 attempt=attempt,
             )
         )
+
+
+def steps_from(transitions: Sequence[Transition]) -> list[Step]:
+    """Compact steps of stored transitions (a claimed task's history), oldest first."""
+    return [
+        (
+            t.version,
+            STATUS_VALUE[t.from_status],
+            STATUS_VALUE[t.to_status],
+            t.at.timestamp(),
+            t.trigger,
+            t.actor,
+            t.reason,
+            t.attempt,
+        )
+        for t in transitions
+    ]

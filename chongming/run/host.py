@@ -75,11 +75,17 @@ class RunHost(Protocol):
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Start ``coro`` as a task the host owns (and cancels and awaits on close)."""
 
-    def record(self, run: HostedRun, previous: TaskStatus) -> None:
-        """``run`` moved from ``previous`` to ``run.status``: persist, publish, count.
+    #: Runs per status; the run moves its own count on every transition.
+    per_status: dict[TaskStatus, int]
 
-        ``run.last_transition`` builds the full record when the host needs it.
-        """
+    #: ``sink(run, previous)`` after every transition (``run`` moved from
+    #: ``previous`` to ``run.status``): persist, publish, retire an ended run.
+    #: ``None`` when nothing listens: the run then calls :meth:`retire` itself
+    #: on its end. ``run.last_transition`` builds the full record when needed.
+    sink: Callable[[Any, TaskStatus], None] | None
+
+    def retire(self, run: HostedRun) -> None:
+        """``run`` ended (called by the run when the host has no sink)."""
 
     def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
         """The executor that carries ``spec`` (``None``: a coroutine on the loop)."""
@@ -138,6 +144,8 @@ class StandaloneHost:
     def __init__(self) -> None:
         self._tasks = OwnedTasks()
         self._threads: ThreadExecutor | None = None
+        self.per_status: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+        self.sink: Callable[[Any, TaskStatus], None] | None = None
 
     def enqueue(self, run: HostedRun) -> None:
         run.dispatch()
@@ -151,7 +159,7 @@ class StandaloneHost:
     def park(self, run: HostedRun, fact: str | None = None) -> None:
         raise RuntimeError("a standalone run cannot park: it has no store to wait in")
 
-    def record(self, run: HostedRun, previous: TaskStatus) -> None:
+    def retire(self, run: HostedRun) -> None:
         pass
 
     def hands_back(self, run: HostedRun) -> bool:

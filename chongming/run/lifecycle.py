@@ -1,8 +1,14 @@
 """A run's lifecycle: what its host and its attempts drive (the handle is ``TaskRun``).
 
-Status, version and history live in a :class:`~chongming.run.record.RunRecord`
-(the one writer of them); each attempt is an :class:`~chongming.run.attempt.Attempt`
-that sees the run only as its listener.
+Status, version and history live on the run itself; ``_move`` is their one
+writer, one call per transition: table check, version + 1, attempt + 1 on
+entering ``starting`` (unless a park or a resume queued the task: see
+:mod:`chongming.state.attempts`), one history step appended, stamps, the
+host's counts, its sink (write-through and observers, composed once per host),
+and on a terminal status the end finished inline. It is the rule of
+:func:`~chongming.state.machine.apply_transition`; a property test folds
+random walks through both. Each attempt is an
+:class:`~chongming.run.attempt.Attempt` that sees the run only as its listener.
 
 **Every attempt ends.** Whatever user-supplied code does (a retry predicate
 that raises, a done callback that raises, a function that returns while a
@@ -23,24 +29,25 @@ from pathlib import Path
 from typing import Any
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
-from chongming.errors import ConfigurationError, PayloadError
+from chongming.errors import InvalidTransition, PayloadError
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
+from chongming.run.abnormal_ends import fail_internally, start_timed_out
 from chongming.run.arguments import check_actor as check_actor
+from chongming.run.arguments import check_run_options
 from chongming.run.arguments import check_tags as check_tags
 from chongming.run.attempt import Attempt
 from chongming.run.defaults import DEFAULT_RETRY, DEFAULT_WINDOWS, default_artifact_root
 from chongming.run.defaults import new_task_id as new_task_id
+from chongming.run.hand_back import give_back, hand_back, hand_back_ended
+from chongming.run.history import STATUS_VALUE, Step, extend_records, steps_from
 from chongming.run.host import RunHost, StandaloneHost
-from chongming.run.outcome import Outcome
+from chongming.run.outcome import Outcome, call_done_callback
 from chongming.run.plan import AttemptInputs, AttemptPlan, plan_for
-from chongming.run.record import RunRecord
 from chongming.run.statuses import (
     BLOCKED,
     CANCELLED,
-    FAILED,
-    LOST,
     PAUSED,
     PAUSING,
     PENDING,
@@ -54,6 +61,8 @@ from chongming.run.statuses import (
     SUCCEEDED,
 )
 from chongming.run.verdict import Verdict, VerdictKind, describe_error, storable_text
+from chongming.state.attempts import CONTINUES_ATTEMPT
+from chongming.state.ids import random_bits
 from chongming.state.payload import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     check_label,
@@ -63,15 +72,17 @@ from chongming.state.payload import (
 from chongming.state.records import Failure, FailureKind, JsonValue, Progress, TaskSnapshot
 from chongming.state.records import Transition as TransitionRecord
 from chongming.state.status import TaskStatus
-from chongming.state.table import shortest_path
+from chongming.state.steps import RELEASED_WHILE_PAUSED, End, Then, asks_retry, steps_for
+from chongming.state.table import TRANSITIONS
 from chongming.state.triggers import Trigger
 from chongming.task_api.spec import TaskSpec, spec_for
 
 _log = logging.getLogger("chongming.run")
 _NOT_STARTED = frozenset({PENDING, BLOCKED, QUEUED, RETRY_WAIT})
 _TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
-_V_SUCCEEDED, _V_STOPPED, _V_LOST = VerdictKind.SUCCEEDED, VerdictKind.STOPPED, VerdictKind.LOST
-_V_PARKED = VerdictKind.PARKED
+_ALLOWED = dict(TRANSITIONS)  # a plain dict reads faster than the public read-only view
+_V_SUCCEEDED = VerdictKind.SUCCEEDED
+_ENDS = {kind: End(kind.value) for kind in VerdictKind}
 
 
 __all__ = ["RunLifecycle", "call_done_callback", "check_actor", "check_tags"]
@@ -85,12 +96,15 @@ class RunLifecycle:
     """
 
     __slots__ = (
+        "_created_at",
         "_current",
         "_done",
         "_done_callbacks",
         "_failure",
+        "_finished_at",
         "_finished_mono",
         "_handing_back",
+        "_history",
         "_holds_slot",
         "_inputs",
         "_left",
@@ -100,14 +114,18 @@ class RunLifecycle:
         "_pause_waiter",
         "_plan",
         "_progress",
-        "_record",
+        "_queued_at",
+        "_records",
         "_result",
         "_retry_timer",
         "_start_timer",
+        "_started_at",
         "_started_mono",
         "_stop_reason",
         "_time",
+        "_updated_at",
         "adopted",
+        "attempt",
         "bucket",
         "bucket_key",
         "host",
@@ -117,6 +135,8 @@ class RunLifecycle:
         "priority",
         "retry",
         "spec",
+        "status",
+        "status_version",
         "tags",
         "task_id",
         "timeout",
@@ -156,26 +176,17 @@ class RunLifecycle:
         spec.bind_check(args, kwargs)
         if args or kwargs:
             args, kwargs = json_form_arguments(args, kwargs, max_payload_bytes)
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise ConfigurationError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
-        if timeout is not None and not isinstance(timeout, Timeout):
-            raise ConfigurationError(f"timeout must be a Timeout, got {type(timeout).__name__}")
+        if retry is not None or timeout is not None or priority is not None:
+            check_run_options(retry, timeout, None, priority)
         if windows is not None and not isinstance(windows, ControlWindows):
-            raise ConfigurationError(
-                f"windows must be a ControlWindows, got {type(windows).__name__}"
-            )
+            check_run_options(None, None, windows, None)  # raises, naming the type
         if bucket_key is not None and not isinstance(bucket_key, str):
             raise PayloadError("bucket_key", f"must be a string, got {type(bucket_key).__name__}")
-        if priority is not None and (
-            isinstance(priority, bool)
-            or not isinstance(priority, int)
-            or not -(2**31) <= priority < 2**31
-        ):
-            raise ConfigurationError(f"priority must be a 32-bit int, got {priority!r}")
         self.host: RunHost = host if host is not None else StandaloneHost()
         self._owns_host = host is None
         self.spec = spec
-        self.task_id = new_task_id() if task_id is None else check_task_id(task_id)
+        # new_task_id(), inline: 16 hex digits of 64 random bits.
+        self.task_id = "%016x" % random_bits(64) if task_id is None else check_task_id(task_id)  # noqa: UP031
         self.name = name or spec.name
         self.label = check_label(label) if label is not None else self.name
         self.retry = retry or spec.retry or DEFAULT_RETRY
@@ -202,7 +213,17 @@ class RunLifecycle:
         self._inputs = AttemptInputs(self.task_id, args, kwargs, upstream)
         # The system clock read without its wrapper: one call less per transition.
         self._time = time.time if clock is None or clock is SYSTEM_CLOCK else clock.time
-        self._record = RunRecord(self.task_id, self._time())
+        # Status, version, attempt number, stamps and history: written by ``_move`` only.
+        self.status: TaskStatus = PENDING
+        self.status_version = 0
+        self.attempt = 0
+        #: Compact steps (``run/history.py``), appended to: never a rebuilt tuple.
+        self._history: list[Step] = []
+        self._records: list[TransitionRecord] | None = None
+        self._created_at = self._updated_at = self._time()
+        self._queued_at: float | None = None
+        self._started_at: float | None = None
+        self._finished_at: float | None = None
         #: The stored snapshot of a task claimed from the queue (None: made here).
         self.adopted: TaskSnapshot | None = None
         self._started_mono: float | None = None
@@ -228,18 +249,6 @@ class RunLifecycle:
     # -- reading -----------------------------------------------------------------
 
     @property
-    def status(self) -> TaskStatus:
-        return self._record.status
-
-    @property
-    def status_version(self) -> int:
-        return self._record.version
-
-    @property
-    def attempt(self) -> int:
-        return self._record.attempt
-
-    @property
     def args(self) -> tuple[Any, ...]:
         """The arguments in their JSON form (what the function receives)."""
         return self._inputs.args
@@ -255,19 +264,27 @@ class RunLifecycle:
     @property
     def transitions(self) -> tuple[TransitionRecord, ...]:
         """The history so far, oldest first (a copy)."""
-        return tuple(self._record.transitions())
+        return tuple(self._transition_records())
 
     @property
     def last_transition(self) -> TransitionRecord:
-        return self._record.last_transition()
+        return self._transition_records()[-1]
 
     def transitions_since(self, version: int) -> list[TransitionRecord]:
         """Transitions with a version above ``version``, oldest first."""
-        return self._record.transitions()[version:]
+        return self._transition_records()[version:]
+
+    def _transition_records(self) -> list[TransitionRecord]:
+        """The history as records, oldest first (built once, extended as it grows)."""
+        records = self._records
+        if records is None:
+            records = self._records = []
+        extend_records(self.task_id, self._history, records)
+        return records
 
     @property
     def done(self) -> bool:
-        return self._record.finished is not None
+        return self._finished_at is not None
 
     @property
     def holds_slot(self) -> bool:
@@ -281,7 +298,7 @@ class RunLifecycle:
         the queue with this as its ``not_before``.
         """
         timer = self._retry_timer
-        if timer is None or self._record.status is not RETRY_WAIT:
+        if timer is None or self.status is not RETRY_WAIT:
             return None
         return self._time() + max(0.0, timer.when() - asyncio.get_running_loop().time())
 
@@ -306,28 +323,71 @@ class RunLifecycle:
         actor: str = "system",
         reason: str | None = None,
     ) -> None:
-        record = self._record
-        previous = record.move(target, trigger, self._time(), actor, reason)
+        """Apply ``status -> target``, the one call per transition; see the module docstring.
+
+        Raises :class:`InvalidTransition` (changing nothing) when the table forbids it.
+        """
+        previous = self.status
+        if target not in _ALLOWED[previous]:
+            raise InvalidTransition(previous, target)
+        now = self._time()
+        version = self.status_version = self.status_version + 1
+        history = self._history
+        if target is STARTING and (not history or history[-1][4] not in CONTINUES_ATTEMPT):
+            self.attempt += 1
+        history.append(
+            (
+                version,
+                STATUS_VALUE[previous],
+                STATUS_VALUE[target],
+                now,
+                trigger,
+                actor,
+                reason,
+                self.attempt,
+            )
+        )
+        self.status = target
+        self._updated_at = now
+        terminal = target in _TERMINAL
+        if target is QUEUED:
+            if self._queued_at is None:
+                self._queued_at = now
+        elif target is RUNNING:
+            if self._started_at is None:
+                self._started_at = now
+            if self._started_mono is None:
+                self._started_mono = asyncio.get_running_loop().time()
+        elif terminal:
+            self._finished_at = now
         if previous is PAUSING and target is not PAUSED:
             self._settle_pause(False)
-        if target is RUNNING and self._started_mono is None:
-            self._started_mono = asyncio.get_running_loop().time()
+        host = self.host
+        counts = host.per_status
+        counts[previous] -= 1
+        counts[target] += 1
+        sink = host.sink
         try:
-            self.host.record(self, previous)
+            if sink is not None:
+                sink(self, previous)
+            elif terminal:
+                host.retire(self)
         except Exception:
             # The host's bookkeeping is ours; a bug there must not strand the run.
             _log.exception("host failed to record %s -> %s of %r", previous, target, self.task_id)
-        if target in _TERMINAL:
+        if terminal:
             self._finish()
 
     def _finish(self) -> None:
         self._finished_mono = asyncio.get_running_loop().time()
         if self._left is not None and not self._left.done():
             self._left.set_result(None)
-        for timer in (self._start_timer, self._retry_timer, self._pause_timer):
-            if timer is not None:
-                timer.cancel()
-        self._start_timer = self._retry_timer = self._pause_timer = None
+        if (
+            self._start_timer is not None
+            or self._retry_timer is not None
+            or self._pause_timer is not None
+        ):
+            self.discard()
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
         callbacks = self._done_callbacks
@@ -340,8 +400,13 @@ class RunLifecycle:
 
     def submit(self) -> None:
         """``pending -> queued`` and hand the run to its host's admission."""
-        self.mark_queued()
-        self._hand_to_admission()
+        self._move(QUEUED, Trigger.DEPENDENCIES_RESOLVED)  # mark_queued, inline
+        if self.timeout is not None:
+            self._arm_start_timer()
+        try:
+            self.host.enqueue(self)  # _hand_to_admission, inline
+        except Exception as error:
+            fail_internally(self, error, "handing the run to admission")
 
     def mark_queued(self) -> None:
         """``pending -> queued`` without admission yet (the host first makes it durable)."""
@@ -356,21 +421,35 @@ class RunLifecycle:
         fields (version, earliest start, idempotency key). A task its claim
         started is adopted at ``starting``: admission launches it as it is.
         """
-        self._record.restore(stored, history)
+        if [t.version for t in history] != list(range(1, stored.status_version + 1)):
+            raise ValueError(
+                f"the stored history of {stored.task_id!r} does not lead to version "
+                f"{stored.status_version}"
+            )
+        self.status = stored.status
+        self.status_version = stored.status_version
+        self.attempt = stored.attempt
+        self._history = steps_from(history)
+        self._records = list(history)  # as stored: later transitions extend it
+        self._created_at = stored.created_at.timestamp()
+        self._updated_at = stored.updated_at.timestamp()
+        self._queued_at = None if stored.queued_at is None else stored.queued_at.timestamp()
+        self._started_at = None if stored.started_at is None else stored.started_at.timestamp()
+        self._finished_at = None
         self.adopted = stored
         self._arm_start_timer()
 
     def enter_admission(self) -> None:
         """Hand a queued run to admission (a no-op if it left ``queued`` meanwhile)."""
-        if self._record.status is QUEUED or self._claimed_start():
+        if self.status is QUEUED or self._claimed_start():
             self._hand_to_admission()
 
     def _claimed_start(self) -> bool:
         """Adopted at ``starting`` (its claim started it) and not launched yet."""
-        return self._record.status is STARTING and self._current is None and not self._holds_slot
+        return self.status is STARTING and self._current is None and not self._holds_slot
 
     def discard(self) -> None:
-        """The host refused this run after all (its creation failed): stop its timers."""
+        """The host refused this run after all (its creation failed), or it ended: no timers."""
         for timer in (self._start_timer, self._retry_timer, self._pause_timer):
             if timer is not None:
                 timer.cancel()
@@ -389,14 +468,14 @@ class RunLifecycle:
 
     def skip(self, reason: str) -> bool:
         """``blocked -> skipped``: it was never meant to run."""
-        if self._record.status is not BLOCKED:
+        if self.status is not BLOCKED:
             return False
         self._move(SKIPPED, Trigger.UPSTREAM_FAILED, reason=reason)
         return True
 
     def cancel(self, reason: str, trigger: str = Trigger.FAIL_FAST, actor: str = "system") -> bool:
         """Orchestration cascade: ``cancelled`` if not started, else a stop."""
-        status = self._record.status
+        status = self.status
         if status in _NOT_STARTED:
             self._leave_waiting(status)
             self._move(CANCELLED, trigger, actor=actor, reason=reason)
@@ -409,21 +488,22 @@ class RunLifecycle:
         The start timeout stays armed until the function really begins: a
         task waiting for a worker thread has not started.
         """
-        if self._record.status is QUEUED:
+        if self.status is QUEUED:
             self._holds_slot = True
             self._move(STARTING, Trigger.DISPATCH)
         elif self._claimed_start():
             self._holds_slot = True  # the claim wrote ``starting``: launch it as it is
         else:
             return False
-        gate = self.host.launch_gate(self)
-        attempt = Attempt(self._plan, self._inputs, self._record.attempt, self, gate)
+        host = self.host
+        gate = host.launch_gate(self)
+        attempt = Attempt(self._plan, self._inputs, self.attempt, self, gate)
         self._current = attempt
         try:
-            attempt.launch()
+            attempt.task = host.spawn(self, attempt.drive())  # attempt.launch(), inline
         except Exception as error:
             self._current = None
-            self._fail_internally(error, "launching the attempt")
+            fail_internally(self, error, "launching the attempt")
         return True
 
     # -- AttemptListener: what the current attempt reports ----------------------------
@@ -442,7 +522,9 @@ class RunLifecycle:
         if self._start_timer is not None:
             self._start_timer.cancel()
             self._start_timer = None
-        if self._record.status is STARTING:
+        if self.status is STARTING:
+            if self._started_mono is None:
+                self._started_mono = attempt.started  # read on the loop's clock just now
             self._move(RUNNING, Trigger.LAUNCHED)
 
     def attempt_paused(self, attempt: Attempt, generation: int) -> None:
@@ -450,7 +532,7 @@ class RunLifecycle:
         signals = attempt.signals
         if (
             attempt is not self._current
-            or self._record.status is not PAUSING
+            or self.status is not PAUSING
             or not signals.pause_requested
             or generation != signals.pause_generation
         ):
@@ -464,54 +546,103 @@ class RunLifecycle:
 
     def attempt_ended(self, attempt: Attempt, verdict: Verdict) -> None:
         """Record what the verdict says, then give the slot back (exactly once)."""
-        if attempt is not self._current or self._record.status in _TERMINAL:
+        if attempt is not self._current or self.status in _TERMINAL:
             return
         self._current = None
         try:
-            self._record_end(attempt, verdict)
+            if verdict.kind is _V_SUCCEEDED and self.status is not PAUSED:
+                self._result = verdict.value  # _record_end's first case, inline
+                self._failure = None  # an earlier attempt's failure is history
+                self._move(SUCCEEDED, Trigger.COMPLETED)
+            else:
+                self._record_end(attempt, verdict)
         except (Exception, asyncio.CancelledError) as error:  # synchronous: never ours
-            self._fail_internally(error, "recording the end of the attempt")
+            fail_internally(self, error, "recording the end of the attempt")
         finally:
-            self._give_back_slot()
+            if self._holds_slot:  # _give_back_slot, inline
+                self._holds_slot = False
+                try:
+                    self.host.release(self)
+                except Exception:
+                    _log.exception("host failed to release the slot of %r", self.task_id)
 
     def report_progress(self, progress: Progress) -> None:
         """Hot path from ``ctx.progress``; may run on a worker thread."""
         self._progress = progress
 
     def _record_end(self, attempt: Attempt, verdict: Verdict) -> None:
-        status = self._record.status
+        """Gather the facts, then apply what :func:`~chongming.state.steps.steps_for` says."""
+        status = self.status
         if status is PAUSED:
             # The function ended while parked elsewhere (a helper task or
             # thread sat at the checkpoint): release the pause, then say how.
             attempt.signals.withdraw_pause()
             attempt.resume_clock()
-            self._move(RUNNING, Trigger.PAUSE_RELEASED, reason="the task ended while paused")
+            target, trigger, reason = RELEASED_WHILE_PAUSED
+            self._move(target, trigger, reason=reason)
             status = RUNNING
-        kind = verdict.kind
-        if kind is _V_SUCCEEDED:
+        end = _ENDS[verdict.kind]
+        failure = verdict.failure
+        if end is End.SUCCEEDED:
             self._result = verdict.value
             self._failure = None  # an earlier attempt's failure is history, not the outcome
-            self._move(SUCCEEDED, Trigger.COMPLETED)
-        elif kind is _V_STOPPED:
-            if status is not STOPPING and self._hand_back_ended(attempt):
-                return
-            if status is not STOPPING:
-                self._move(STOPPING, Trigger.SHUTDOWN, reason="the host is closing")
-            reason = self._stop_reason
-            if verdict.note is not None:  # how a killed carrier ended
-                reason = verdict.note if reason is None else f"{reason}; {verdict.note}"
-            self._move(STOPPED, Trigger.STOP_CONFIRMED, reason=reason)
-        elif kind is _V_PARKED:
+        elif end is End.LOST:
+            self._failure = failure
+        elif end is End.FAILED:
+            assert failure is not None
+            self._failure = failure
+            if failure.kind is FailureKind.RESULT_INVALID:
+                end = End.RESULT_INVALID
+        retry: bool | None = None
+        gives_back = False
+        delay = 0.0
+        if failure is not None and asks_retry(status, end):
+            try:
+                decision = self.retry.decide(
+                    attempt.number, failure, verdict.error, random.random()
+                )
+            except (Exception, asyncio.CancelledError) as error:
+                # User code (a predicate, a backoff) raised; no await happens here, so
+                # even a CancelledError is theirs, not a cancellation of ours: the
+                # task fails, saying why.
+                self._failure = Failure(
+                    kind=FailureKind.EXCEPTION,
+                    message=storable_text(
+                        f"the retry policy raised {describe_error(error)} "
+                        f"while judging: {failure.message}"
+                    ),
+                    exception_type=storable_text(type(error).__name__),
+                    retryable=False,
+                )
+            else:
+                retry, delay = decision.retry, decision.delay
+                # A closing worker runs no retry: any other worker does, when it is due.
+                gives_back = retry and (
+                    self._handing_back is not None or self.host.hands_back(self)
+                )
+        moves, then = steps_for(
+            status,
+            end,
+            retry=retry,
+            stop_reason=self._stop_reason,
+            note=verdict.note,
+            handing_back=self._handing_back,
+            gives_back=gives_back,
+            failure_message="" if failure is None else failure.message,
+        )
+        for target, trigger, reason in moves:
+            self._move(target, trigger, reason=reason)
+        if then is Then.RETRY_LATER:
+            loop = asyncio.get_running_loop()
+            self._retry_timer = loop.call_later(delay, self._retry_due)
+        elif then is Then.GIVE_BACK:
+            give_back(self, self._time() + delay, Trigger.RETRY_RELEASED)
+        elif then is Then.HAND_BACK:
+            hand_back_ended(self, attempt)
+        elif then is Then.PARK:
             parked = verdict.value
             assert isinstance(parked, dict)
             self._park(float(parked["wake_at"]), parked["fact"])
-        elif kind is _V_LOST:
-            self._failure = verdict.failure
-            stopped = status is STOPPING or self._handing_back is not None
-            trigger = Trigger.STOP_ABANDONED if stopped else Trigger.TIMEOUT_ABANDONED
-            self._move(LOST, trigger, reason=self._stop_reason or self._handing_back)
-        else:
-            self._record_failure(attempt, verdict)
 
     def _park(self, wake_at: float, fact: Any) -> None:
         """A durable task's long sleep or wait: hand it back to the queue until ``wake_at``.
@@ -533,131 +664,31 @@ class RunLifecycle:
         self._move(QUEUED, Trigger.PARKED, reason=f"claimable from {waiting}{until.isoformat()}")
         self.host.park(self, None if fact is None else str(fact))
 
-    def _record_failure(self, attempt: Attempt, verdict: Verdict) -> None:
-        failure = verdict.failure
-        assert failure is not None
-        self._failure = failure
-        trigger = (
-            Trigger.RESULT_INVALID if failure.kind is FailureKind.RESULT_INVALID else Trigger.FAILED
-        )
-        if self._record.status is STOPPING:
-            self._move(FAILED, trigger, reason=self._stop_reason)
-            return
-        try:
-            decision = self.retry.decide(attempt.number, failure, verdict.error, random.random())
-        except (Exception, asyncio.CancelledError) as error:
-            # User code (a predicate, a backoff) raised; no await happens here, so
-            # even a CancelledError is theirs, not a cancellation of ours.
-            # A user-supplied predicate or backoff raised: the task fails, saying why.
-            self._failure = Failure(
-                kind=FailureKind.EXCEPTION,
-                message=storable_text(
-                    f"the retry policy raised {describe_error(error)} "
-                    f"while judging: {failure.message}"
-                ),
-                exception_type=storable_text(type(error).__name__),
-                retryable=False,
-            )
-            self._move(FAILED, trigger)
-            return
-        if not decision.retry:
-            self._move(FAILED, trigger)
-            return
-        self._move(RETRY_WAIT, Trigger.RETRY_SCHEDULED, reason=failure.message[:200])
-        if self._handing_back is not None or self.host.hands_back(self):
-            # A closing worker runs no retry: any other worker does, when it is due.
-            self._give_back(self._time() + decision.delay, Trigger.RETRY_RELEASED)
-            return
-        loop = asyncio.get_running_loop()
-        self._retry_timer = loop.call_later(decision.delay, self._retry_due)
-
-    # -- a closing worker hands its claimed runs back ------------------------------
+    # -- a closing worker hands its claimed runs back (chongming/run/hand_back.py) ----
 
     @property
     def handed_back(self) -> bool:
         """Given back to the queue by this closing node (another worker may run it)."""
-        return self._record.status is QUEUED and self._left is not None and self._left.done()
+        return self.status is QUEUED and self._left is not None and self._left.done()
 
     def when_left(self) -> asyncio.Future[None]:
         """Resolved once this node is done with the run: it ended, or was handed back."""
         if self._left is None:
             self._left = asyncio.get_running_loop().create_future()
-            if self._record.finished is not None:
+            if self._finished_at is not None:
                 self._left.set_result(None)
         return self._left
 
     def hand_back(self, reason: str) -> bool:
         """The host is closing: give this claimed run back to the queue instead of stopping it.
 
-        False (nothing done) unless the host hands this run back (a worker's
-        claimed run, see :meth:`RunHost.hands_back`) and it is waiting to
-        retry or has a live attempt (``starting running pausing``); a
-        ``paused`` or ``stopping`` run is stopped as a person asked. A
-        retry wait goes back at once, claimable when the retry is due. A
-        durable run's attempt is cancelled now (its steps replay on the next
-        worker); any other is asked to stop, and once it really ended it goes
-        back if its retry policy has an attempt left (else it is ``stopped``).
+        See :func:`chongming.run.hand_back.hand_back`.
         """
-        if not self.host.hands_back(self):
-            return False
-        status = self._record.status
-        if status is RETRY_WAIT:
-            timer = self._retry_timer
-            due = self._time()
-            if timer is not None:
-                timer.cancel()
-                self._retry_timer = None
-                due += max(0.0, timer.when() - asyncio.get_running_loop().time())
-            self._give_back(due, Trigger.RETRY_RELEASED)
-            return True
-        current = self._current
-        if current is None or status not in (STARTING, RUNNING, PAUSING):
-            return False
-        durable = self.spec.durable
-        if not durable and self._record.attempt >= self.retry.max_attempts:
-            return False  # no attempt left: stopped (``stopping`` now), as any stop is
-        self._handing_back = reason
-        if durable:
-            current.hand_back()
-        else:
-            current.request_stop(self.windows.stop_grace)
-        return True
-
-    def _hand_back_ended(self, attempt: Attempt) -> bool:
-        """A handed-back attempt really ended: ``-> retry_wait -> queued``. False: not one."""
-        reason = self._handing_back
-        if reason is None:
-            return False
-        self._move(
-            RETRY_WAIT,
-            Trigger.SHUTDOWN,
-            reason=f"{reason}: attempt {attempt.number} ended, the task goes back to the queue",
-        )
-        # durable: the replay continues this attempt; plain: the rerun is its retry
-        self._give_back(None, Trigger.HANDED_BACK if self.spec.durable else Trigger.RETRY_RELEASED)
-        return True
-
-    def _give_back(self, not_before: float | None, trigger: str = Trigger.HANDED_BACK) -> None:
-        """``retry_wait -> queued`` with no owner: any worker that serves it claims it."""
-        until = None if not_before is None else to_datetime(not_before)
-        stored = self.adopted
-        if stored is not None:
-            self.adopted = dataclasses.replace(stored, not_before=until, owner=None)
-        self.owner = None
-        when = "now" if until is None else f"from {until.isoformat()}"
-        self._move(QUEUED, trigger, reason=f"the worker closed; claimable {when}")
-        self._resolve_left()
-        self.host.park(self, None)
-
-    def _resolve_left(self) -> None:
-        if self._left is None:
-            self._left = asyncio.get_running_loop().create_future()
-        if not self._left.done():
-            self._left.set_result(None)
+        return hand_back(self, reason)
 
     def _retry_due(self) -> None:
         self._retry_timer = None
-        if self._record.status is RETRY_WAIT:
+        if self.status is RETRY_WAIT:
             self._move(QUEUED, Trigger.RETRY_DUE)
             self._hand_to_admission()
 
@@ -665,32 +696,7 @@ class RunLifecycle:
         try:
             self.host.enqueue(self)
         except Exception as error:
-            self._fail_internally(error, "handing the run to admission")
-
-    def _fail_internally(self, error: BaseException, doing: str) -> None:
-        """The runtime's own bookkeeping failed: record it loudly and end the run."""
-        _log.error("internal error while %s for task %r", doing, self.task_id, exc_info=error)
-        self._failure = Failure(
-            kind=FailureKind.EXCEPTION,
-            message=storable_text(f"internal error while {doing}: {describe_error(error)}"),
-            exception_type=storable_text(type(error).__name__),
-            retryable=False,
-        )
-        status = self._record.status
-        if status in _TERMINAL:
-            return
-        self._leave_waiting(status)
-        current = self._current
-        if current is not None:
-            self._current = None  # its later report is not trusted
-            current.request_stop(0.0)  # the carrier may still run; tell it to end
-        for step in shortest_path(status, FAILED)[1:]:
-            try:
-                self._move(step, Trigger.INTERNAL_ERROR, reason=doing)
-            except Exception:
-                _log.exception("could not record the internal error of %r", self.task_id)
-                return
-        self._give_back_slot()
+            fail_internally(self, error, "handing the run to admission")
 
     def _give_back_slot(self) -> None:
         if self._holds_slot:
@@ -712,39 +718,14 @@ class RunLifecycle:
 
     def _arm_start_timer(self) -> None:
         timeout = self.timeout
-        first = 1 if self._record.status is STARTING else 0  # adopted at its claimed start
-        if timeout is None or timeout.start is None or self._record.attempt > first:
+        first = 1 if self.status is STARTING else 0  # adopted at its claimed start
+        if timeout is None or timeout.start is None or self.attempt > first:
             return
         loop = asyncio.get_running_loop()
-        self._start_timer = loop.call_later(timeout.start, self._start_timed_out)
-
-    def _start_timed_out(self) -> None:
-        """Submission to a real start took longer than ``Timeout.start``: final."""
-        self._start_timer = None
-        status = self._record.status
-        if status is QUEUED or self._claimed_start():
-            self.host.withdraw(self)
-        elif status is STARTING:
-            current = self._current
-            if current is None or not current.abandon_start():
-                return  # the function began just now: it runs
-            self._current = None
-        else:
-            return
-        assert self.timeout is not None
-        assert self.timeout.start is not None
-        self._failure = Failure(
-            kind=FailureKind.TIMEOUT_START,
-            message=f"not started within {self.timeout.start:g}s of submission",
-            retryable=False,  # a task that never started cannot go to retry_wait: final
-        )
-        try:
-            self._move(FAILED, Trigger.START_TIMEOUT)
-        finally:
-            self._give_back_slot()
+        self._start_timer = loop.call_later(timeout.start, start_timed_out, self)
 
     def _request_stop(self, trigger: str, *, actor: str, reason: str | None) -> bool:
-        status = self._record.status
+        status = self.status
         if status in _TERMINAL or status is STOPPING:
             return False
         if status in _NOT_STARTED:
@@ -770,14 +751,14 @@ class RunLifecycle:
         """Stop without waiting out the grace window (the carrier decides the outcome)."""
         requested = self._request_stop(trigger, actor=actor, reason=reason)
         current = self._current
-        if self._record.status is STOPPING and current is not None:
+        if self.status is STOPPING and current is not None:
             current.end_grace()
             return True
         return requested
 
     def _pause_window_over(self) -> None:
         self._pause_timer = None
-        if self._record.status is not PAUSING:
+        if self.status is not PAUSING:
             return
         current = self._current
         if current is not None:
@@ -789,12 +770,3 @@ class RunLifecycle:
         self._pause_waiter = None
         if waiter is not None and not waiter.done():
             waiter.set_result(paused)
-
-
-def call_done_callback(callback: Callable[[Any], None], run: Any) -> None:
-    try:
-        callback(run)
-    except (Exception, asyncio.CancelledError):
-        # A callback is plain code: nothing it raises may stop the others,
-        # the countdown of wait_all() among them.
-        _log.exception("a done callback of task %r raised", run.task_id)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
 
 from chongming.state.records import Failure, JsonValue
 from chongming.state.status import TaskStatus
 
-__all__ = ["Outcome"]
+__all__ = ["Outcome", "call_done_callback"]
+
+_log = logging.getLogger("chongming.run")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,3 +30,13 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.status is TaskStatus.SUCCEEDED
+
+
+def call_done_callback(callback: Callable[[Any], None], run: Any) -> None:
+    """Call a done callback of ``run``; what it raises is logged, never passed on."""
+    try:
+        callback(run)
+    except (Exception, asyncio.CancelledError):
+        # A callback is plain code: nothing it raises may stop the others,
+        # the countdown of wait_all() among them.
+        _log.exception("a done callback of task %r raised", run.task_id)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -17,7 +18,6 @@ from chongming.errors import ConfigurationError
 from chongming.run.host import StandaloneHost
 from chongming.run.lifecycle import RunLifecycle, call_done_callback, check_actor, check_tags
 from chongming.run.outcome import Outcome
-from chongming.run.record import optional_datetime
 from chongming.run.statuses import PAUSED, PAUSING, RUNNING, SUCCEEDED
 from chongming.state.payload import (
     check_reason,
@@ -29,11 +29,15 @@ __all__ = ["TaskRun", "check_tags", "steps_of"]
 
 #: ``steps_of(run)``: a TaskRun's history as compact steps (``run/history.py``), oldest
 #: first, in one C call and without building a record. Metrics read it per transition.
-steps_of: Callable[[Any], tuple[Any, ...]] = operator.attrgetter("_record.history")
+steps_of: Callable[[Any], Sequence[Any]] = operator.attrgetter("_history")
 
 
 #: The queue fields of a task made here: none (its snapshot keeps the defaults).
 _MADE_HERE: dict[str, Any] = {}
+
+
+def optional_datetime(seconds: float | None) -> datetime | None:
+    return None if seconds is None else to_datetime(seconds)
 
 
 def _queue_fields(stored: TaskSnapshot) -> dict[str, Any]:
@@ -56,7 +60,7 @@ class TaskRun(RunLifecycle):
     @property
     def outcome(self) -> Outcome | None:
         """How the task ended; ``None`` until it has."""
-        if self._record.finished is None:
+        if self._finished_at is None:
             return None
         if self._outcome is None:
             # Built on demand: finished runs are many and mostly never asked.
@@ -66,12 +70,11 @@ class TaskRun(RunLifecycle):
     @property
     def last_trigger(self) -> str:
         """The latest transition's trigger, without building its record (metrics count it)."""
-        return self._record.history[-1][4]
+        return self._history[-1][4]
 
     @property
     def snapshot(self) -> TaskSnapshot:
         """The latest state as a frozen record."""
-        record = self._record
         beat = self.heartbeat_at()
         heartbeat = None if beat is None else to_datetime(beat)
         stored = self.adopted
@@ -79,20 +82,20 @@ class TaskRun(RunLifecycle):
             task_id=self.task_id,
             name=self.name,
             label=self.label,
-            status=record.status,
-            status_version=record.version,
-            attempt=record.attempt,
+            status=self.status,
+            status_version=self.status_version,
+            attempt=self.attempt,
             max_attempts=self.retry.max_attempts,
-            created_at=to_datetime(record.created),
-            updated_at=to_datetime(record.updated),
+            created_at=to_datetime(self._created_at),
+            updated_at=to_datetime(self._updated_at),
             bucket=self.bucket,
             bucket_key=self.bucket_key,
             tags=self.tags,
             priority=self.priority,
             owner=self.owner,
-            queued_at=optional_datetime(record.queued),
-            started_at=optional_datetime(record.started),
-            finished_at=optional_datetime(record.finished),
+            queued_at=optional_datetime(self._queued_at),
+            started_at=optional_datetime(self._started_at),
+            finished_at=optional_datetime(self._finished_at),
             last_heartbeat_at=heartbeat,
             progress=self._progress,
             failure=self._failure,
@@ -107,13 +110,13 @@ class TaskRun(RunLifecycle):
         elapsed = 0.0
         if self._started_mono is not None and self._finished_mono is not None:
             elapsed = self._finished_mono - self._started_mono
-        status = self._record.status
+        status = self.status
         return Outcome(
             task_id=self.task_id,
             status=status,
             value=self._result if status is SUCCEEDED else None,
             failure=self._failure,
-            attempts=self._record.attempt,
+            attempts=self.attempt,
             elapsed=elapsed,
         )
 
@@ -123,7 +126,7 @@ class TaskRun(RunLifecycle):
         A callback that raises is logged; it cannot keep the run, its slot
         or the other callbacks from finishing.
         """
-        if self._record.finished is not None:
+        if self._finished_at is not None:
             call_done_callback(callback, self)
         elif self._done_callbacks is None:
             self._done_callbacks = [callback]
@@ -170,7 +173,7 @@ class TaskRun(RunLifecycle):
         """
         reason = check_reason(reason)
         actor = check_actor(actor)
-        status = self._record.status
+        status = self.status
         if status is PAUSED:
             return True
         if status is PAUSING and self._pause_waiter is not None:
@@ -190,7 +193,7 @@ class TaskRun(RunLifecycle):
         """Resume a paused (or pausing) task. Returns whether it was resumed."""
         reason = check_reason(reason)
         actor = check_actor(actor)
-        status = self._record.status
+        status = self.status
         current = self._current
         if status not in (PAUSED, PAUSING) or current is None:
             return False
@@ -216,7 +219,7 @@ class TaskRun(RunLifecycle):
             raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
         # The end is reported once the store holds it (or the store fails: then
         # ``persist_failures`` says the write is pending).
-        if self._record.finished is not None:
+        if self._finished_at is not None:
             settled = self.host.settled(self)
             if settled is not None:
                 async with asyncio.timeout(timeout):
@@ -266,5 +269,6 @@ class TaskRun(RunLifecycle):
             await host.aclose(timeout=self.windows.cancel_window)
 
     def __repr__(self) -> str:
-        record = self._record
-        return f"<TaskRun {self.task_id!r} {self.name!r} {record.status.value} v{record.version}>"
+        return (
+            f"<TaskRun {self.task_id!r} {self.name!r} {self.status.value} v{self.status_version}>"
+        )

@@ -18,6 +18,9 @@ from chongming.executors.base import (
     ThreadBaseException,
     ends_its_carrier,
 )
+from chongming.state.error_text import describe_error as describe_error
+from chongming.state.error_text import error_message
+from chongming.state.error_text import storable_text as storable_text
 from chongming.state.records import Failure, FailureKind, JsonValue
 
 __all__ = [
@@ -130,7 +133,7 @@ def judge(
     exception_type = storable_text(exception_type)
     failure = Failure(
         kind=FailureKind.EXCEPTION,
-        message=_message(error),
+        message=error_message(error),
         exception_type=exception_type,
         # A carrier-killing BaseException, a misuse of the API or code that no
         # longer matches its durable record will not get better.
@@ -180,34 +183,3 @@ def _lost(reason: str) -> Failure:
 def _kind_text(force: Force) -> str:
     kind = force.timeout_kind or FailureKind.TIMEOUT_ATTEMPT
     return "idle: no checkpoint" if kind is FailureKind.TIMEOUT_IDLE else "per attempt"
-
-
-def _message(error: BaseException) -> str:
-    try:
-        text = str(error)
-    except Exception as broken:  # a __str__ that raises must not strand the run
-        text = f"<{type(error).__name__}: str() raised {type(broken).__name__}>"
-    text = text if len(text) <= 2000 else text[:2000] + "…"
-    return storable_text(text)
-
-
-def describe_error(error: BaseException) -> str:
-    """``Type: message`` of any exception, safe to store (even if its ``__str__`` raises)."""
-    return f"{storable_text(type(error).__name__)}: {_message(error)}"
-
-
-def storable_text(text: str) -> str:
-    """``text`` with what no store can hold escaped: NUL and lone surrogates.
-
-    Exception messages are made by code we do not control (a surrogate-escaped
-    file name is enough), so they are made safe where the runtime creates the
-    record, never refused later by a store.
-    """
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text

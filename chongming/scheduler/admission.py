@@ -35,9 +35,9 @@ inside a class; a release that unparks k classes costs O(k log c).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Hashable
+from collections.abc import Collection, Hashable, Mapping
 from types import MappingProxyType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from chongming.errors import AdmissionStateError, ConfigurationError
 from chongming.scheduler.limits import AdmissionLimits, AdmissionStatistics
@@ -77,6 +77,8 @@ class AdmissionQueue(Generic[T]):
         self._classes: dict[tuple[int | None, frozenset[str]], WaitingClass[T]] = {}
         self._ready: list[tuple[int, int, WaitingClass[T]]] = []
         self._waiting: dict[T, Entry[T]] = {}
+        #: The waiting items (read-only to callers: its truth value says whether any wait).
+        self.waiting: Mapping[T, Entry[T]] = self._waiting
         self._running: dict[T, Entry[T]] = {}
         self._waiting_per_bucket: dict[int, int] = {}
         self._running_per_bucket: dict[int, int] = {}
@@ -88,6 +90,8 @@ class AdmissionQueue(Generic[T]):
         if self._per_bucket is None and not self._resource_limits and not leased:
             plain = self._plain = WaitingClass((None, _NO_TAGS))
             self._classes[plain.key] = plain
+            self._plain_running: Entry[Any] = Entry(None, 0, -1, None, plain)
+            self._plain_running.live = False
 
     def __len__(self) -> int:
         """Number of waiting items."""
@@ -178,13 +182,15 @@ class AdmissionQueue(Generic[T]):
         self._check_new(item, priority, bucket)
         if tags:
             self._limited(tags)
-        seq = self._seq
-        self._seq = seq + 1
-        entry = Entry(item, -priority, seq, bucket, plain)
+        self._seq += 1
+        if bucket is None:
+            # release reads a running entry's bucket and class only: one shared entry will do.
+            self._running[item] = self._plain_running
+            return True
+        entry = Entry(item, -priority, self._seq - 1, bucket, plain)
         entry.live = False
         self._running[item] = entry
-        if bucket is not None:
-            self._running_per_bucket[bucket] = self._running_per_bucket.get(bucket, 0) + 1
+        self._running_per_bucket[bucket] = self._running_per_bucket.get(bucket, 0) + 1
         return True
 
     def _check_new(self, item: T, priority: int, bucket: int | None) -> None:

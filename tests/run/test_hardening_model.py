@@ -384,7 +384,7 @@ class HardeningModel(RuleBasedStateMachine):
         **kwargs: Any,
     ) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
-        if getattr(coro, "__qualname__", "") == "Attempt._drive":
+        if getattr(coro, "__qualname__", "") == "Attempt.drive":
             self.drivers.append(task)
         return task
 
