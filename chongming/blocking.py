@@ -186,6 +186,24 @@ def _returning_queued(
     return wrapped
 
 
+def _returning_queued_each(
+    twin: Callable[Concatenate[_Bridge, _P], list[Any]],
+) -> Callable[Concatenate[BlockingController, _P], list[Any]]:
+    """``twin``, answering with the sync handle of each ``QueuedTask`` in the list it returns."""
+
+    def wrapped(self: BlockingController, /, *args: _P.args, **kwargs: _P.kwargs) -> list[Any]:
+        return [
+            BlockingQueuedTask(self, item) if isinstance(item, QueuedTask) else item
+            for item in twin(self, *args, **kwargs)
+        ]
+
+    functools.update_wrapper(wrapped, twin)
+    wrapped.__signature__ = inspect.signature(twin)  # type: ignore[attr-defined]
+    shared = inspect.cleandoc(twin.__doc__ or "")
+    wrapped.__doc__ = f"{shared}\n\nEach ``QueuedTask`` comes as a ``BlockingQueuedTask``."
+    return wrapped
+
+
 def _adopt_twins(cls: type) -> None:
     """Give the twins in ``cls`` its module and qualified name (``help()`` shows them)."""
     for name, value in vars(cls).items():
@@ -357,6 +375,7 @@ class BlockingController:
     # ParamSpec (the twin is typed ``(name: str, *args: Any, task_id: ...) -> ...``).
     submit = _returning_handle(blocking_twin(Controller.submit))  # type: ignore[arg-type]
     enqueue = _returning_queued(blocking_twin(Controller.enqueue))  # type: ignore[arg-type]
+    enqueue_many = _returning_queued_each(blocking_twin(Controller.enqueue_many))
     get = blocking_twin(Controller.get)
     history = blocking_twin(Controller.history)
     list_tasks = blocking_twin(Controller.list_tasks)
