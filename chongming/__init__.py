@@ -7,8 +7,9 @@ uses) and never needs an optional driver such as asyncpg.
 
 from __future__ import annotations
 
-from importlib import import_module as _import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chongming.exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from chongming.blocking import BlockingController as BlockingController
@@ -196,15 +197,4 @@ _WHERE: dict[str, str] = {
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'chongming' has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value  # later lookups skip this hook
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, globals())

@@ -17,7 +17,7 @@ import chongming
 
 ROOT = Path(chongming.__file__).parent
 
-_BASE = frozenset({"errors", "clock", "logs"})
+_BASE = frozenset({"errors", "clock", "logs", "exports"})
 _CORE = _BASE | {"state", "policies", "task_api"}
 
 #: What each top-level part of ``chongming/`` may import of chongming (its own
@@ -26,6 +26,8 @@ _CORE = _BASE | {"state", "policies", "task_api"}
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "clock": frozenset(),
+    # lazy package exports: what a package's __init__ names, imported on first use
+    "exports": frozenset(),
     # redaction and log formats: usable by every layer above the state model
     "logs": frozenset({"errors"}),
     # the state model: pure data and decisions

@@ -7,8 +7,9 @@ task in a subprocess should not pay for at import.
 
 from __future__ import annotations
 
-from importlib import import_module as _import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chongming.exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from chongming.executors.base import CarrierFailure as CarrierFailure
@@ -31,11 +32,4 @@ _WHERE: dict[str, str] = {
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE, globals())

@@ -8,8 +8,9 @@ asyncpg.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chongming.exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from chongming.stores.base import TaskStore as TaskStore
@@ -29,15 +30,4 @@ _LAZY = {
     "SqliteTaskStore": "chongming.stores.sqlite",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, globals())
