@@ -131,11 +131,8 @@ class ControlPlane:
         resumed, an unstarted claim goes back to the queue, the rest is lost.
         """
         held_here = {run.task_id for run in self._live_runs()}
-        mine = [
-            snapshot
-            for snapshot in await self.store.query(TaskQuery(statuses=ACTIVE_STATUSES))
-            if snapshot.owner == self.owner and snapshot.task_id not in held_here
-        ]
+        query = TaskQuery(statuses=ACTIVE_STATUSES, owner=self.owner)
+        mine = [s for s in await self.store.query(query) if s.task_id not in held_here]
         if not mine:
             return
         nodes = {record.info.owner: record for record in await self.store.nodes()}
