@@ -10,6 +10,7 @@ HERE = Path(__file__).parent
 BENCHMARKS = [
     ["bench_run.py"],
     ["bench_controller.py", "--n", "100000"],
+    ["bench_slot_workers.py"],
     ["bench_controller_scale.py"],
     ["bench_admission.py"],
     ["bench_store.py"],

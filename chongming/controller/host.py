@@ -232,7 +232,7 @@ class ControllerHost:
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         if self._observer is not None:
             coro = self._observer.wrap_attempt(run, coro)
-        return self._tasks.spawn(coro)
+        return self._tasks.spawn(coro, context=run.caller_context.copy())
 
     def _record(self, run: HostedRun, previous: TaskStatus) -> None:
         """The sink: persist, retire an ended run, publish (the run moved the counts)."""

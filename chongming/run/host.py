@@ -8,6 +8,7 @@ persists nothing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine
 from typing import Any, Protocol
@@ -42,6 +43,8 @@ class HostedRun(Protocol):
     def tags(self) -> Collection[str]: ...
     @property
     def last_transition(self) -> Transition: ...
+    @property
+    def caller_context(self) -> contextvars.Context: ...
 
     def dispatch(self) -> bool:
         """Start the next attempt if the run is still queued."""
@@ -73,7 +76,12 @@ class RunHost(Protocol):
         """
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Start ``coro`` as a task the host owns (and cancels and awaits on close)."""
+        """Start ``coro`` as a task the host owns (and cancels and awaits on close).
+
+        It runs in a copy of ``run.caller_context``: a task sees the context
+        variables of whoever submitted it, never those another task (or its
+        own earlier attempt) set.
+        """
 
     #: Runs per status; the run moves its own count on every transition.
     per_status: dict[TaskStatus, int]
@@ -117,8 +125,13 @@ class OwnedTasks:
         self._tasks: set[asyncio.Task[None]] = set()
         self._sweep_at = _MIN_SWEEP
 
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+    def spawn(
+        self,
+        coro: Coroutine[Any, Any, None],
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name, context=context)
         tasks = self._tasks
         tasks.add(task)
         if len(tasks) > self._sweep_at:
@@ -166,7 +179,9 @@ class StandaloneHost:
         return False
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        return self._tasks.spawn(coro, name=f"chongming:{run.task_id}")
+        return self._tasks.spawn(
+            coro, name=f"chongming:{run.task_id}", context=run.caller_context.copy()
+        )
 
     def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
         return resolve_executor(choice, spec, self._thread_executor)

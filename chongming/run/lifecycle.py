@@ -20,6 +20,7 @@ recorded on the run (``failed``, kind ``exception``, naming what failed).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import logging
 import random
@@ -128,6 +129,7 @@ class RunLifecycle:
         "attempt",
         "bucket",
         "bucket_key",
+        "caller_context",
         "host",
         "label",
         "name",
@@ -198,6 +200,9 @@ class RunLifecycle:
         self.owner = owner
         self.windows = windows or DEFAULT_WINDOWS
         self.upstream = upstream
+        #: The submitter's context variables (a request id, a log binding, a span), as
+        #: ``asyncio.create_task`` would take them: each attempt runs in a copy of it.
+        self.caller_context = contextvars.copy_context()
         self._plan: AttemptPlan = plan_for(
             name=self.name,
             fn=spec.fn,
