@@ -23,9 +23,9 @@ import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.apply import apply_command, send_command
-from chongming.control.durable import PARK_AFTER, check_park_threshold
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
+from chongming.control.parking import PARK_AFTER, check_park_threshold
 from chongming.control.plane import ControlPlane
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import (

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
-from chongming.control.durable import PARK_AFTER, JournalGate
+from chongming.control.parking import PARK_AFTER
 from chongming.control.plane import ControlPlane
 from chongming.controller.observers import Observers
 from chongming.errors import DuplicateTask, StoreError
@@ -252,6 +252,9 @@ class ControllerHost:
         writer, version = plane.writer, run.status_version
         spec = getattr(run, "spec", None)
         if spec is not None and spec.durable:
+            # Imported here: a controller that runs no durable task never loads the journal.
+            from chongming.control.journal_gate import JournalGate
+
             return JournalGate(
                 plane.store,
                 run.task_id,

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 
-from chongming.errors import PayloadError
 from chongming.executors.base import StopSemantics
 from chongming.run.plan import AttemptInputs, AttemptListener, AttemptPlan
+from chongming.run.result import check_result
 from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge, judge_return
-from chongming.state.payload import json_form, plain_json
 from chongming.state.records import Failure, FailureKind, JsonValue
 from chongming.task_api.context import TaskContext
 from chongming.task_api.journal import ParkRequest
@@ -256,7 +254,7 @@ class Attempt:
                 carrier_end=self.signals.carrier_end,
             )
         if verdict.kind is _SUCCEEDED:
-            verdict = _check_result(verdict, self.context, self.plan.max_payload_bytes)
+            verdict = check_result(verdict, self.context, self.plan.max_payload_bytes)
         self._settle(verdict)
 
     # -- step threads: one live copy of a step's body ----------------------------
@@ -464,40 +462,3 @@ def _ended_how(force: Force | None, held: Verdict) -> str:
     if force.kind is ForceKind.HAND_BACK:
         return "the worker was closing (it hands its tasks back)"
     return "the host closed"
-
-
-def _check_result(verdict: Verdict, context: TaskContext | None, limit: int | None) -> Verdict:
-    if context is not None and context.has_unawaited_checkpoint:
-        error = context.misuse_error()
-        failure = Failure(
-            kind=FailureKind.EXCEPTION,
-            message=str(error),
-            exception_type=type(error).__name__,
-            retryable=False,
-        )
-        return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
-    value: JsonValue = verdict.value
-    if plain_json(value):
-        return verdict  # None, a bool, a 64-bit int: stored as it is, no check can fail
-    if inspect.iscoroutine(value):
-        value.close()  # never awaited: close it so Python does not warn at exit
-        failure = Failure(
-            kind=FailureKind.RESULT_INVALID,
-            message="the task returned a coroutine; declare the task function `async def`",
-            exception_type="coroutine",
-            retryable=False,
-        )
-        return Verdict(kind=VerdictKind.FAILED, failure=failure)
-    try:
-        value = json_form(value, "result", limit)
-    except PayloadError as error:
-        failure = Failure(
-            kind=FailureKind.RESULT_INVALID,
-            message=f"{error}; return JSON data (store large data elsewhere and return a pointer)",
-            exception_type=type(value).__name__,
-            retryable=False,
-        )
-        return Verdict(kind=VerdictKind.FAILED, failure=failure)
-    if value is verdict.value:
-        return verdict
-    return Verdict(kind=VerdictKind.SUCCEEDED, value=value)
