@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 
 from chongming.executors.base import StopSemantics
 from chongming.run.plan import AttemptInputs, AttemptListener, AttemptPlan
@@ -14,7 +16,7 @@ from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge,
 from chongming.state.records import Failure, FailureKind, JsonValue
 from chongming.task_api.context import TaskContext
 from chongming.task_api.journal import ParkRequest
-from chongming.task_api.signals import AttemptSignals, CarrierKind
+from chongming.task_api.signals import CarrierKind
 
 __all__ = ["Attempt"]
 
@@ -24,15 +26,23 @@ _COROUTINE = CarrierKind.COROUTINE
 _INLINE = CarrierKind.INLINE
 #: The ints :func:`~chongming.state.payload.plain_json` passes as they are (64-bit).
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+_NO_UPSTREAM: Mapping[str, JsonValue] = MappingProxyType({})
 
 
-class Attempt:
-    """One try of a run; its run holds at most one current attempt at a time.
+def _nothing() -> None:
+    pass
 
-    All methods run on the event-loop thread. The driver coroutine reports
-    its end once; timers that give up on a carrier report for it, and a late
-    end after that is dropped (the run already recorded ``lost``). Time is
-    read on the loop's clock, the one its timers run on.
+
+class Attempt(TaskContext):
+    """One try of a run, and the context its function receives (one object, not three).
+
+    Its run holds at most one current attempt at a time. Its control block
+    (the flags checkpoints read, on any thread) and the context's API are
+    inherited; this adds the driver, the timers and the verdict. All its own
+    methods run on the event-loop thread. The driver coroutine reports its
+    end once; timers that give up on a carrier report for it, and a late end
+    after that is dropped (the run already recorded ``lost``). Time is read
+    on the loop's clock, the one its timers run on.
     """
 
     __slots__ = (
@@ -42,9 +52,7 @@ class Attempt:
         "_held",
         "_hold_timer",
         "_listener",
-        "_loop",
         "_watch_timer",
-        "context",
         "finished",
         "force",
         "inputs",
@@ -52,7 +60,6 @@ class Attempt:
         "paused_since",
         "paused_total",
         "plan",
-        "signals",
         "started",
         "task",
     )
@@ -65,16 +72,43 @@ class Attempt:
         listener: AttemptListener,
         gate: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
+        # Every field in one constructor (the context's and the control
+        # block's inline): an attempt is made per task, on the hot path.
+        loop = asyncio.get_running_loop()
+        executor = plan.executor
+        # -- the control block (AttemptSignals.init_signals, inline)
+        self.carrier = _COROUTINE if executor is None else executor.carrier
+        self.launched = False
+        self.abandoned = False
+        self.stop_requested = False
+        self.pause_requested = False
+        self.pause_generation = 0
+        self._time = loop.time
+        self.last_beat = loop.time()
+        self._loop = loop
+        self.loop_thread = threading.get_ident()
+        self._thread_gate = None
+        self._async_gate = None
+        self._relay = _nothing
+        self.carrier_end = None
+        # -- the context the function sees
+        self.task_id = inputs.task_id
+        self.name = plan.name
+        self.attempt = number
+        upstream = inputs.upstream
+        self.upstream = upstream or _NO_UPSTREAM
+        self._artifact_root = plan.artifact_root
+        self._artifact_dir = None
+        self._on_progress = listener.report_progress
+        self._logger = None
+        self._unawaited = None
+        self.journal = None
+        # -- the attempt
         self._gate = gate
         self.plan = plan
         self.inputs = inputs
         self.number = number
         self._listener = listener
-        self._loop = loop = asyncio.get_running_loop()
-        executor = plan.executor
-        carrier = _COROUTINE if executor is None else executor.carrier
-        self.signals = AttemptSignals(carrier, loop, self._pause_reached, self._launched)
-        self.context: TaskContext | None = None
         self.task: asyncio.Task[None] | None = None
         self.force: Force | None = None
         self.finished = False
@@ -93,10 +127,6 @@ class Attempt:
         executor = self.plan.executor
         return None if executor is None else executor.stop_semantics
 
-    @property
-    def launched(self) -> bool:
-        return self.signals.launched
-
     def launch(self) -> None:
         self.task = self._listener.spawn_attempt(self.drive())
 
@@ -107,11 +137,10 @@ class Attempt:
         nothing more. False when the function already began (its "running"
         notice is on its way); the attempt goes on.
         """
-        if self.finished or self.signals.abandon():
+        if self.finished or self.abandon():
             return False
         self.finished = True
         self._cancel_timers()
-        self.signals.detach()
         if self.task is not None and not self.task.done():
             self.force = Force(kind=ForceKind.TIMEOUT, timeout_kind=FailureKind.TIMEOUT_START)
             self.task.cancel()
@@ -125,16 +154,7 @@ class Attempt:
         inputs = self.inputs
         executor = plan.executor
         on_loop = executor is None or executor.carrier is _INLINE
-        context = TaskContext(
-            task_id=inputs.task_id,
-            name=plan.name,
-            attempt=self.number,
-            signals=self.signals,
-            artifact_root=plan.artifact_root,
-            on_progress=self._listener.report_progress,
-            upstream=inputs.upstream,
-        )
-        self.context = context
+        context = self
         gate = self._gate
         if gate is not None:
             self._gate = None
@@ -142,7 +162,7 @@ class Attempt:
                 if not await gate():
                     # The store does not hold our "starting" (this node was let go):
                     # the function must not begin.
-                    self.signals.request_stop()
+                    self.request_stop()
             except asyncio.CancelledError:
                 if self.finished:
                     return
@@ -156,10 +176,9 @@ class Attempt:
             context.journal = getattr(gate, "journal", None)
         if on_loop:
             # Coroutines and inline calls start right here, on this thread:
-            # ``signals.enter(from_thread=False)`` and ``_launched()``, inline.
-            signals = self.signals
-            signals.launched = True
-            if signals.abandoned or signals.stop_requested:
+            # ``enter(from_thread=False)`` and ``_on_launch()``, inline.
+            self.launched = True
+            if self.abandoned or self.stop_requested:
                 self._report(Verdict(kind=VerdictKind.STOPPED))
                 return
             if not self.finished and self.force is None:
@@ -211,7 +230,7 @@ class Attempt:
             else:
                 self._finish(returned=True, value=value)
 
-    def _launched(self) -> None:
+    def _on_launch(self) -> None:
         """The carrier is about to call the function: the attempt is running."""
         if self.finished or self.force is not None:
             return
@@ -247,14 +266,14 @@ class Attempt:
                 returned=False,
                 error=error,
                 cancelled=cancelled,
-                launched=self.signals.abandon() if cancelled else True,
+                launched=self.abandon() if cancelled else True,
                 force=self.force,
-                stop_requested=self.signals.stop_requested,
+                stop_requested=self.stop_requested,
                 stop_semantics=self.stop_semantics,
-                carrier_end=self.signals.carrier_end,
+                carrier_end=self.carrier_end,
             )
         if verdict.kind is _SUCCEEDED:
-            verdict = check_result(verdict, self.context, self.plan.max_payload_bytes)
+            verdict = check_result(verdict, self, self.plan.max_payload_bytes)
         self._settle(verdict)
 
     # -- step threads: one live copy of a step's body ----------------------------
@@ -272,7 +291,7 @@ class Attempt:
         or a host's cancellation at once. A thread still running then makes
         the attempt ``lost``, as for a thread task.
         """
-        journal = None if self.context is None else self.context.journal
+        journal = self.journal
         threads = None if journal is None else getattr(journal, "threads", None)
         if threads is None or not threads.running:
             self._report(verdict)
@@ -300,8 +319,7 @@ class Attempt:
         held = self._held
         if held is None or self.finished:
             return
-        journal = None if self.context is None else self.context.journal
-        threads = getattr(journal, "threads", None)
+        threads = getattr(self.journal, "threads", None)
         running = ", ".join(threads.running) if threads is not None else "a step"
         message = (
             f"{_ended_how(self.force, held)}, but the plain function of {running} was "
@@ -320,15 +338,16 @@ class Attempt:
             or self._hold_timer is not None
         ):
             self._cancel_timers()
-        self.signals.detach()
+        self._relay = _nothing
         self.task = None
         self._listener.attempt_ended(self, verdict)
 
     # -- control requests (from the run) ---------------------------------------
 
-    def request_stop(self, grace: float) -> None:
+    def stop_within(self, grace: float) -> None:
+        """Ask the function to stop; after ``grace`` seconds, make it (or give up on it)."""
         self._cancel_watch()
-        self.signals.request_stop()
+        self.request_stop()
         if self._grace_timer is None:
             self._grace_timer = self._loop.call_later(grace, self._grace_expired)
 
@@ -379,7 +398,7 @@ class Attempt:
 
     # -- pause -----------------------------------------------------------------
 
-    def _pause_reached(self, generation: int) -> None:
+    def _on_pause_reached(self, generation: int) -> None:
         if not self.finished:
             self._listener.attempt_paused(self, generation)
 
@@ -391,7 +410,7 @@ class Attempt:
         if self.paused_since is not None:
             self.paused_total += self._loop.time() - self.paused_since
             self.paused_since = None
-        self.signals.beat()
+        self.beat()
         self._arm_watch()
 
     # -- timeouts --------------------------------------------------------------
@@ -400,7 +419,7 @@ class Attempt:
         timeout = self.plan.timeout
         if timeout is None or not timeout.watches_attempt or self.force is not None:
             return
-        expiry = timeout.attempt_expiry(self.started + self.paused_total, self.signals.heartbeat)
+        expiry = timeout.attempt_expiry(self.started + self.paused_total, self.last_beat)
         if expiry is None:
             return
         delay = max(0.0, expiry.at - self._loop.time())
@@ -410,11 +429,11 @@ class Attempt:
         self._watch_timer = None
         if self.finished or self.force is not None or self.paused_since is not None:
             return
-        if self.signals.stop_requested:
+        if self.stop_requested:
             return
         timeout = self.plan.timeout
         assert timeout is not None
-        expiry = timeout.attempt_expiry(self.started + self.paused_total, self.signals.heartbeat)
+        expiry = timeout.attempt_expiry(self.started + self.paused_total, self.last_beat)
         if expiry is None:
             return
         if expiry.at > self._loop.time():
@@ -424,7 +443,7 @@ class Attempt:
         if self.stop_semantics is StopSemantics.ABANDON:
             # A thread can only be asked; give it the grace window before giving up.
             self.force = force
-            self.request_stop(self.plan.windows.stop_grace)
+            self.stop_within(self.plan.windows.stop_grace)
         else:
             self._force(dataclasses.replace(force, cancelled=True))
 

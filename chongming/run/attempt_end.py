@@ -44,7 +44,7 @@ def record_end(run: RunLifecycle, attempt: Attempt, verdict: Verdict) -> None:
     if status is PAUSED:
         # The function ended while parked elsewhere (a helper task or
         # thread sat at the checkpoint): release the pause, then say how.
-        attempt.signals.withdraw_pause()
+        attempt.withdraw_pause()
         attempt.resume_clock()
         target, trigger, reason = RELEASED_WHILE_PAUSED
         run._move(target, trigger, reason=reason)

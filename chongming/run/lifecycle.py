@@ -193,12 +193,11 @@ class RunLifecycle(RunState):
 
     def attempt_paused(self, attempt: Attempt, generation: int) -> None:
         """A checkpoint parked for pause ``generation``; a stale receipt is ignored."""
-        signals = attempt.signals
         if (
             attempt is not self._current
             or self.status is not PAUSING
-            or not signals.pause_requested
-            or generation != signals.pause_generation
+            or not attempt.pause_requested
+            or generation != attempt.pause_generation
         ):
             return
         if self._pause_timer is not None:
@@ -314,7 +313,7 @@ class RunLifecycle(RunState):
             self._pause_timer = None
         current = self._current
         if current is not None:
-            current.request_stop(self.windows.stop_grace)
+            current.stop_within(self.windows.stop_grace)
         return True
 
     def _force_stop(self, trigger: str, *, actor: str, reason: str | None) -> bool:
@@ -332,5 +331,5 @@ class RunLifecycle(RunState):
             return
         current = self._current
         if current is not None:
-            current.signals.withdraw_pause()
+            current.withdraw_pause()
         self._move(RUNNING, Trigger.PAUSE_NOT_REACHED)

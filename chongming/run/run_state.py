@@ -290,9 +290,9 @@ class RunState:
     def heartbeat_at(self) -> float | None:
         """Epoch seconds of the current attempt's last checkpoint (None between attempts)."""
         current = self._current
-        if current is None or current.context is None:
+        if current is None:
             return None
-        return self._time() - current.signals.heartbeat_age()
+        return self._time() - current.heartbeat_age()
 
     def dispatch(self) -> bool:
         """Start the next attempt if the run is still queued (the lifecycle's)."""

@@ -185,7 +185,7 @@ class TaskRun(RunLifecycle):
         waiter: asyncio.Future[bool] = loop.create_future()
         self._pause_waiter = waiter
         self._move(PAUSING, Trigger.USER_PAUSE, actor=actor, reason=reason)
-        current.signals.request_pause()
+        current.request_pause()
         self._pause_timer = loop.call_later(self.windows.pause_window, self._pause_window_over)
         return await asyncio.shield(waiter)
 
@@ -201,7 +201,7 @@ class TaskRun(RunLifecycle):
             self._pause_timer.cancel()
             self._pause_timer = None
         self._move(RUNNING, Trigger.USER_RESUME, actor=actor, reason=reason)
-        current.signals.withdraw_pause()
+        current.withdraw_pause()
         if status is PAUSED:
             current.resume_clock()
         return True
