@@ -16,7 +16,7 @@ from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge,
 from chongming.state.records import Failure, FailureKind, JsonValue
 from chongming.task_api.context import TaskContext
 from chongming.task_api.journal import ParkRequest
-from chongming.task_api.signals import CarrierKind
+from chongming.task_api.signals import CarrierKind, loop_clock
 
 __all__ = ["Attempt"]
 
@@ -83,8 +83,8 @@ class Attempt(TaskContext):
         self.stop_requested = False
         self.pause_requested = False
         self.pause_generation = 0
-        self._time = loop.time
-        self.last_beat = loop.time()
+        self._time = clock = loop_clock(loop)
+        self.last_beat = clock()
         self._loop = loop
         self.loop_thread = threading.get_ident()
         self._thread_gate = None
@@ -182,7 +182,7 @@ class Attempt(TaskContext):
                 self._report(Verdict(kind=VerdictKind.STOPPED))
                 return
             if not self.finished and self.force is None:
-                self.started = self._loop.time()
+                self.started = self._time()
                 self._listener.attempt_running(self)
                 if plan.timeout is not None:
                     self._arm_watch()
@@ -234,7 +234,7 @@ class Attempt(TaskContext):
         """The carrier is about to call the function: the attempt is running."""
         if self.finished or self.force is not None:
             return
-        self.started = self._loop.time()
+        self.started = self._time()
         self._listener.attempt_running(self)
         self._arm_watch()
 
@@ -404,11 +404,11 @@ class Attempt(TaskContext):
 
     def suspend_clock(self) -> None:
         self._cancel_watch()
-        self.paused_since = self._loop.time()
+        self.paused_since = self._time()
 
     def resume_clock(self) -> None:
         if self.paused_since is not None:
-            self.paused_total += self._loop.time() - self.paused_since
+            self.paused_total += self._time() - self.paused_since
             self.paused_since = None
         self.beat()
         self._arm_watch()
@@ -422,7 +422,7 @@ class Attempt(TaskContext):
         expiry = timeout.attempt_expiry(self.started + self.paused_total, self.last_beat)
         if expiry is None:
             return
-        delay = max(0.0, expiry.at - self._loop.time())
+        delay = max(0.0, expiry.at - self._time())
         self._watch_timer = self._loop.call_later(delay, self._watch_fired)
 
     def _watch_fired(self) -> None:
@@ -436,7 +436,7 @@ class Attempt(TaskContext):
         expiry = timeout.attempt_expiry(self.started + self.paused_total, self.last_beat)
         if expiry is None:
             return
-        if expiry.at > self._loop.time():
+        if expiry.at > self._time():
             self._arm_watch()  # a checkpoint moved the idle deadline
             return
         force = Force(kind=ForceKind.TIMEOUT, timeout_kind=expiry.kind)

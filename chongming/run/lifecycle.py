@@ -189,6 +189,7 @@ class RunLifecycle(RunState):
         if self.status is STARTING:
             if self._started_mono is None:
                 self._started_mono = attempt.started  # read on the loop's clock just now
+                self._mono = attempt._time
             self._move(RUNNING, Trigger.LAUNCHED)
 
     def attempt_paused(self, attempt: Attempt, generation: int) -> None:

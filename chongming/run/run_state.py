@@ -55,6 +55,7 @@ from chongming.state.records import Failure, JsonValue, Progress, TaskSnapshot
 from chongming.state.records import Transition as TransitionRecord
 from chongming.state.status import TaskStatus
 from chongming.state.table import TRANSITIONS
+from chongming.task_api.signals import loop_clock
 from chongming.task_api.spec import TaskSpec, spec_for
 
 _log = logging.getLogger("chongming.run")
@@ -85,6 +86,7 @@ class RunState:
         "_holds_slot",
         "_inputs",
         "_left",
+        "_mono",
         "_outcome",
         "_owns_host",
         "_pause_timer",
@@ -209,6 +211,8 @@ class RunState:
         self.adopted: TaskSnapshot | None = None
         self._started_mono: float | None = None
         self._finished_mono: float | None = None
+        #: The clock ``_started_mono`` was read on (its attempt's): the end is read on it too.
+        self._mono: Callable[[], float] | None = None
         self._progress: Progress | None = None
         self._failure: Failure | None = None
         self._result: JsonValue = None
@@ -342,7 +346,8 @@ class RunState:
             if self._started_at is None:
                 self._started_at = now
             if self._started_mono is None:
-                self._started_mono = asyncio.get_running_loop().time()
+                mono = self._mono = loop_clock(asyncio.get_running_loop())
+                self._started_mono = mono()
         elif terminal:
             self._finished_at = now
         if previous is PAUSING and target is not PAUSED:
@@ -364,7 +369,9 @@ class RunState:
             self._finish()
 
     def _finish(self) -> None:
-        self._finished_mono = asyncio.get_running_loop().time()
+        mono = self._mono
+        if mono is not None:
+            self._finished_mono = mono()  # only a run that ran has an elapsed time
         if self._left is not None and not self._left.done():
             self._left.set_result(None)
         if (

@@ -13,8 +13,8 @@ resume (and perhaps a new pause) is recognised as stale, and a thread that
 reaches its gate only after the resume finds that gate already open — it can
 never sit under a newer pause that it did not report.
 
-Heartbeats are read on the loop's clock (``loop.time()``), the clock every
-timer of the runtime uses.
+Heartbeats are read on the loop's clock (``loop.time()``, see
+:func:`loop_clock`), the clock every timer of the runtime uses.
 
 The block is the base of :class:`~chongming.task_api.context.TaskContext`,
 and the runtime's attempt (:class:`~chongming.run.attempt.Attempt`) is that
@@ -29,9 +29,32 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
+import time
+import weakref
 from collections.abc import Callable
 
-__all__ = ["AttemptSignals", "CarrierKind"]
+__all__ = ["AttemptSignals", "CarrierKind", "loop_clock"]
+
+_STOCK_TIME = asyncio.BaseEventLoop.time
+#: The last loop asked about and its clock: one loop per thread is the rule.
+_LAST_CLOCK: list[tuple[weakref.ref[asyncio.AbstractEventLoop], Callable[[], float]]] = []
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """The clock ``loop`` runs its timers on, as cheap to read as it can be.
+
+    A stock asyncio loop's ``time()`` is ``time.monotonic()`` behind a Python
+    frame: the C function is returned instead (an attempt reads it several
+    times). A loop that brings its own clock (uvloop, a virtual-time test
+    loop) keeps it.
+    """
+    if _LAST_CLOCK:
+        ref, clock = _LAST_CLOCK[0]
+        if ref() is loop:
+            return clock
+    clock = time.monotonic if getattr(type(loop), "time", None) is _STOCK_TIME else loop.time
+    _LAST_CLOCK[:] = [(weakref.ref(loop), clock)]
+    return clock
 
 
 class CarrierKind(enum.Enum):
@@ -75,8 +98,8 @@ class AttemptSignals:
         self.stop_requested = False
         self.pause_requested = False
         self.pause_generation = 0
-        self._time = loop.time
-        self.last_beat = loop.time()
+        self._time = clock = loop_clock(loop)
+        self.last_beat = clock()
         self._loop = loop
         self.loop_thread = threading.get_ident()
         # A gate per pause request (most attempts never pause): read as one
