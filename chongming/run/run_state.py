@@ -60,6 +60,8 @@ from chongming.task_api.spec import TaskSpec, spec_for
 
 _log = logging.getLogger("chongming.run")
 _TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
+#: What an ended run holds instead of its submitter's context (one, shared, empty).
+_SPENT_CONTEXT = contextvars.Context()
 _ALLOWED = dict(TRANSITIONS)  # a plain dict reads faster than the public read-only view
 
 
@@ -369,6 +371,8 @@ class RunState:
             self._finish()
 
     def _finish(self) -> None:
+        # No attempt will run in it again: let go of what the submitter's context holds.
+        self.caller_context = _SPENT_CONTEXT
         mono = self._mono
         if mono is not None:
             self._finished_mono = mono()  # only a run that ran has an elapsed time

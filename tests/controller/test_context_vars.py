@@ -104,3 +104,17 @@ async def test_a_thread_task_sees_its_submitters_value() -> None:
         second = await controller.submit("thread")
         assert (await first.wait(5)).value == "request-1"
         assert (await second.wait(5)).value == "request-2"
+
+
+async def test_an_ended_task_lets_go_of_its_submitters_context() -> None:
+    # A finished run may be kept a long while (keep_finished): it must not keep
+    # what the submitter's context holds (a request object, a session) alive.
+    holder: contextvars.ContextVar[object] = contextvars.ContextVar("holder")
+    async with Controller(max_parallel=1, keep_finished=10) as controller:
+        controller.register("reads", reads)
+        holder.set(object())
+        run = await controller.submit("reads")
+        assert holder in run.caller_context  # taken at submit, for the attempts
+        await run.wait(5)
+        assert controller.run_for(run.task_id) is run
+        assert holder not in run.caller_context
