@@ -24,6 +24,10 @@ __all__ = ["HostedRun", "OwnedTasks", "RunHost", "StandaloneHost", "cancel_and_w
 
 _log = logging.getLogger("chongming.run")
 _MIN_SWEEP = 1024
+_NO_COUNTS: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+#: The thread executor every standalone run shares (docs/executors.md): made on
+#: first use, never closed (it holds no thread of its own; anyio's pool does).
+_SHARED_THREADS: list[ThreadExecutor] = []
 
 
 class HostedRun(Protocol):
@@ -152,12 +156,16 @@ class OwnedTasks:
 
 
 class StandaloneHost:
-    """Hosts runs with no admission limit and no store; owns its thread executor."""
+    """Hosts one run with no admission limit and no store.
+
+    Its sync functions go to the one thread executor all standalone runs
+    share, so concurrent ``run_task`` calls are bounded together (40 threads
+    per loop), as ``anyio.to_thread.run_sync`` calls are.
+    """
 
     def __init__(self) -> None:
         self._tasks = OwnedTasks()
-        self._threads: ThreadExecutor | None = None
-        self.per_status: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+        self.per_status: dict[TaskStatus, int] = _NO_COUNTS.copy()
         self.sink: Callable[[Any, TaskStatus], None] | None = None
 
     def enqueue(self, run: HostedRun) -> None:
@@ -193,19 +201,22 @@ class StandaloneHost:
         return None
 
     def _thread_executor(self) -> Executor:
-        if self._threads is None:
-            self._threads = ThreadExecutor()
-        return self._threads
+        if not _SHARED_THREADS:
+            _SHARED_THREADS.append(ThreadExecutor())
+        return _SHARED_THREADS[0]
 
     @property
     def idle(self) -> bool:
         return self._tasks.idle
 
     async def aclose(self, timeout: float) -> None:
-        """Cancel and await every task it spawned, for at most ``timeout`` seconds."""
+        """Cancel and await every task it spawned, for at most ``timeout`` seconds.
+
+        The shared thread executor stays open: its calls of this host's run
+        have returned once the run's attempt task has (an abandoned thread is
+        never waited for).
+        """
         await self._tasks.cancel_and_wait(timeout)
-        if self._threads is not None:
-            await self._threads.aclose()
 
 
 async def cancel_and_wait(tasks: set[asyncio.Task[None]], timeout: float) -> None:
