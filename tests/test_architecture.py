@@ -48,7 +48,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
     | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
-    | {"stores.durable"},
+    | {"stores.durable", "stores.retention"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},

@@ -27,6 +27,7 @@ from chongming.control.durable import PARK_AFTER, check_park_threshold
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
+from chongming.control.pruner import pruner_for
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import (
     EnqueueMany,
@@ -79,6 +80,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
 from chongming.stores.nodes import Command, CommandKind
+from chongming.stores.retention import Retention
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, durable_needs_store
 
@@ -134,6 +136,7 @@ class Controller(PlaneCalls, EnqueueMany):
         work: bool = False,
         observers: Iterable[Observer] | None = None,
         park_threshold: float = PARK_AFTER,
+        retention: Retention | None = None,
     ) -> None:
         self.limits = AdmissionLimits(
             max_parallel=max_parallel,
@@ -214,6 +217,7 @@ class Controller(PlaneCalls, EnqueueMany):
             withheld = None if self._cluster is None else self._cluster.blocked
             self._worker = worker_of(self, self._plane, self._host, withheld)
         self._pipelines = LivePipelines()
+        self._pruner = pruner_for(retention, self.store, clock=self.clock)  # docs/retention.md
         self._observers = wire(observers, self.owner, self._host, self._plane)  # metrics, traces
 
     # -- lifecycle -----------------------------------------------------------------
@@ -230,6 +234,8 @@ class Controller(PlaneCalls, EnqueueMany):
             await self._cluster.start()
         if self._worker is not None:
             await self._worker.start()
+        if self._pruner is not None:
+            self._pruner.start()
         self._phase = _Phase.OPEN
 
     @property
@@ -291,6 +297,8 @@ class Controller(PlaneCalls, EnqueueMany):
     async def _shutdown(self, grace: float, close_store: bool) -> None:
         """Claims, then what waits, then (after ``grace``) what runs; a worker hands back."""
         reason = "the controller is closing"
+        if self._pruner is not None:
+            await self._pruner.aclose()
         if self._worker is not None:
             self._host.closing = True  # from now on, a claimed run goes back, not on here
             await self._worker.aclose()  # claim nothing more; unstarted claims go back
