@@ -114,9 +114,9 @@ def check_period(period: object, *, field: str) -> timedelta:
 
 
 def format_age(period: timedelta) -> str:
-    """The shortest exact spelling :func:`parse_age` reads back (``7d``, ``36h``, ``90s``)."""
+    """An exact spelling :func:`parse_age` reads back, in the largest whole unit (``7d``, ``36h``)."""
     seconds = period.total_seconds()
-    for unit in ("w", "d", "h", "m"):
+    for unit in ("d", "h", "m"):
         size = _UNITS[unit]
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
