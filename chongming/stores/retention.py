@@ -114,7 +114,7 @@ def check_period(period: object, *, field: str) -> timedelta:
 
 
 def format_age(period: timedelta) -> str:
-    """An exact spelling :func:`parse_age` reads back, in the largest whole unit (``7d``, ``36h``)."""
+    """A spelling :func:`parse_age` reads back, in the largest whole unit (``7d``, ``36h``)."""
     seconds = period.total_seconds()
     for unit in ("d", "h", "m"):
         size = _UNITS[unit]
