@@ -198,6 +198,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
         "stores.limits",
         "stores.nodes",
         "stores.queue",
+        "stores.retention",
         "stores.writes",
     }
     assert not allows(ALLOWED["controller"], ["stores", "sqlite"])

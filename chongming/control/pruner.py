@@ -32,7 +32,14 @@ from chongming.errors import InvalidRetention, StoreClosed, StoreError
 from chongming.stores.base import TaskStore
 from chongming.stores.retention import PruneSelection, Retention, check_batch, selections
 
-__all__ = ["BackgroundPruner", "PruneReport", "PrunerStatistics", "prune_store", "pruner_for"]
+__all__ = [
+    "BackgroundPruner",
+    "PruneReport",
+    "PrunerStatistics",
+    "check_retention",
+    "prune_store",
+    "pruner_for",
+]
 
 _log = logging.getLogger("chongming.retention")
 
@@ -172,20 +179,30 @@ class BackgroundPruner:
             _log.error("retention: the pruner had stopped: %r", task.exception())
 
 
-def pruner_for(
-    retention: object, store: TaskStore | None, *, clock: Clock | None = None
-) -> BackgroundPruner | None:
-    """The controller's pruner for ``retention=`` (``None``: keep everything)."""
+def check_retention(retention: object, *, work: bool) -> None:
+    """``Controller(retention=)``: a :class:`Retention`, on a worker (``work=True``)."""
     if retention is None:
-        return None
+        return
     if not isinstance(retention, Retention):
         raise InvalidRetention(
             "retention",
             f"must be a Retention, got {type(retention).__name__}",
             "pass Retention(terminal=timedelta(days=7), ...)",
         )
-    if store is None:
+    if not work:
         raise InvalidRetention(
-            "retention", "needs a store to prune", "pass Controller(store=..., retention=...)"
+            "retention",
+            "is applied by a worker",
+            "pass Controller(store=..., work=True, retention=...), or run `chongming prune`",
         )
+
+
+def pruner_for(
+    retention: object, store: TaskStore, *, clock: Clock | None = None
+) -> BackgroundPruner | None:
+    """A worker's pruner for ``retention=`` (``None``: keep everything)."""
+    if retention is None:
+        return None
+    check_retention(retention, work=True)
+    assert isinstance(retention, Retention)
     return BackgroundPruner(store, retention, clock=clock)

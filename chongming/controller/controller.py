@@ -27,7 +27,6 @@ from chongming.control.durable import PARK_AFTER, check_park_threshold
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
 from chongming.control.plane import ControlPlane
-from chongming.control.pruner import pruner_for
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import (
     EnqueueMany,
@@ -49,7 +48,7 @@ from chongming.controller.support import (
     wind_down,
 )
 from chongming.controller.support import owned_buckets as check_owned
-from chongming.controller.worker import Worker, worker_of
+from chongming.controller.worker import Retention, Worker, check_retention, worker_of
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -80,7 +79,6 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
 from chongming.stores.nodes import Command, CommandKind
-from chongming.stores.retention import Retention
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, durable_needs_store
 
@@ -211,13 +209,13 @@ class Controller(PlaneCalls, EnqueueMany):
         self._cluster = cluster_slots_for(
             self.cluster_limits, plane=plane, host=self._host, poll_interval=self.poll_interval
         )
+        check_retention(retention, work=work)  # a worker prunes: docs/retention.md
         if work:
             if self._plane is None:
                 raise ConfigurationError("work=True needs a store: Controller(store=...)")
             withheld = None if self._cluster is None else self._cluster.blocked
-            self._worker = worker_of(self, self._plane, self._host, withheld)
+            self._worker = worker_of(self, self._plane, self._host, withheld, retention)
         self._pipelines = LivePipelines()
-        self._pruner = pruner_for(retention, self.store, clock=self.clock)  # docs/retention.md
         self._observers = wire(observers, self.owner, self._host, self._plane)  # metrics, traces
 
     # -- lifecycle -----------------------------------------------------------------
@@ -234,8 +232,6 @@ class Controller(PlaneCalls, EnqueueMany):
             await self._cluster.start()
         if self._worker is not None:
             await self._worker.start()
-        if self._pruner is not None:
-            self._pruner.start()
         self._phase = _Phase.OPEN
 
     @property
@@ -297,8 +293,6 @@ class Controller(PlaneCalls, EnqueueMany):
     async def _shutdown(self, grace: float, close_store: bool) -> None:
         """Claims, then what waits, then (after ``grace``) what runs; a worker hands back."""
         reason = "the controller is closing"
-        if self._pruner is not None:
-            await self._pruner.aclose()
         if self._worker is not None:
             self._host.closing = True  # from now on, a claimed run goes back, not on here
             await self._worker.aclose()  # claim nothing more; unstarted claims go back

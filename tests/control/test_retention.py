@@ -85,16 +85,18 @@ async def test_a_worker_with_retention_prunes_old_terminal_tasks_in_the_backgrou
     assert await store.history("old-0") == []
 
 
-async def test_retention_that_is_not_a_retention_or_has_no_store_is_refused(
+async def test_retention_that_is_not_a_retention_or_not_on_a_worker_is_refused(
     tmp_path: Path,
 ) -> None:
+    db = tmp_path / "q.db"
     with pytest.raises(InvalidRetention) as caught:
-        Controller(store=tmp_path / "q.db", retention="7d")  # type: ignore[arg-type]
+        Controller(store=db, work=True, retention="7d")  # type: ignore[arg-type]
     assert caught.value.field == "retention"
-    with pytest.raises(InvalidRetention, match="needs a store") as caught:
-        Controller(retention=Retention())
-    assert caught.value.field == "retention"
-    assert not (tmp_path / "q.db").exists()
+    for without_a_worker in ({"store": db}, {}):
+        with pytest.raises(InvalidRetention, match="applied by a worker") as caught:
+            Controller(retention=Retention(), **without_a_worker)  # type: ignore[arg-type]
+        assert caught.value.field == "retention"
+    assert not db.exists()
 
 
 @pytest.mark.slow
