@@ -128,3 +128,14 @@ async def test_a_prune_beside_a_draining_worker_loses_and_blocks_no_claim(
     for final in finals[:20]:
         starts = [t for t in await store.history(final.task_id) if t.to_status is _S.STARTING]
         assert len(starts) == 1, "claimed twice"
+
+
+@pytest.mark.example("retention.py")
+def test_the_retention_example_keeps_what_the_operator_asked_for(example: Path) -> None:
+    from tests.docs.test_examples import run_example
+
+    assert run_example(example) == [
+        "stored: order-1, order-2, order-3, order-4",
+        "due for pruning: 2",
+        "kept after the worker's prune: order-2, order-3",
+    ]
