@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.errors import InvalidRetention, StoreClosed, StoreError
 from chongming.stores.base import TaskStore
+from chongming.stores.ports.retention import RetentionStore
 from chongming.stores.retention import PruneSelection, Retention, check_batch, selections
 
 __all__ = [
@@ -205,4 +206,8 @@ def pruner_for(
         return None
     check_retention(retention, work=True)
     assert isinstance(retention, Retention)
+    if type(store).prune_tasks is RetentionStore.prune_tasks:
+        raise InvalidRetention(
+            "retention", f"{type(store).__name__} cannot prune", "use a store with retention"
+        )
     return BackgroundPruner(store, retention, clock=clock)

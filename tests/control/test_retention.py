@@ -99,6 +99,17 @@ async def test_retention_that_is_not_a_retention_or_not_on_a_worker_is_refused(
     assert not db.exists()
 
 
+async def test_retention_on_a_store_that_cannot_prune_is_refused() -> None:
+    from chongming.stores.memory import InMemoryTaskStore
+    from chongming.stores.ports.retention import RetentionStore
+
+    class KeepsEverything(InMemoryTaskStore):
+        prune_tasks = RetentionStore.prune_tasks
+
+    with pytest.raises(InvalidRetention, match="KeepsEverything cannot prune"):
+        Controller(store=KeepsEverything(), work=True, retention=Retention())
+
+
 @pytest.mark.slow
 async def test_a_prune_beside_a_draining_worker_loses_and_blocks_no_claim(
     where: object, stores: StoreMaker

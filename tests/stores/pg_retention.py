@@ -151,7 +151,9 @@ async def probe_claims(store: TaskStore, stop: asyncio.Event) -> ProbeFigures:
             before = time.perf_counter()
             claimed = await store.claim("probe", serves=_SERVES_PROBE, limit=1)
             latencies.append((time.perf_counter() - before) * 1000)
-            assert [c.task_id for c in claimed] == [snapshot.task_id]
+            # One task: this one, or an older probe task the worker's reconcile gave back
+            # (the probe is no live node, so its claims count as a dead owner's).
+            assert len(claimed) == 1
         except Exception as error:  # a lock wait past lock_timeout: the bound was crossed
             if "lock timeout" not in str(error).lower():
                 raise

@@ -78,7 +78,11 @@ def _prune(conn: sqlite3.Connection, where: tuple[Any, ...], limit: int) -> int:
         conn.execute(delete, (doomed,))
     (mode,) = conn.execute("PRAGMA auto_vacuum").fetchone()
     if mode == _INCREMENTAL:
-        conn.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES})").fetchall()
+        (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+        # One page per call: the sqlite3 module steps a statement without result
+        # columns once, and each step of incremental_vacuum gives back one page.
+        for _ in range(min(int(free), VACUUM_PAGES)):
+            conn.execute("PRAGMA incremental_vacuum(1)").close()
     return len(ids)
 
 
