@@ -86,10 +86,22 @@ def retention_of(terminal: str | None, failed: str | None) -> Retention | None:
 
     if terminal is None and failed is None:
         return None
-    return Retention(
-        terminal=None if terminal is None else parse_age(terminal, field="--retention"),
-        failed=None if failed is None else parse_age(failed, field="--retention-failed"),
+    kept = parse_age(terminal, field="--retention") if terminal is not None else None
+    if failed is None:
+        return Retention(terminal=check_window_of("--retention", kept))
+    kept_failed = check_window_of(
+        "--retention-failed", parse_age(failed, field="--retention-failed")
     )
+    return Retention(terminal=check_window_of("--retention", kept), failed=kept_failed)
+
+
+def check_window_of(flag: str, period: timedelta | None) -> timedelta | None:
+    """``period`` if the default idempotency window allows it, else the error naming ``flag``."""
+    from chongming.stores.retention import DEFAULT_IDEMPOTENCY_WINDOW, check_window
+
+    if period is not None:
+        check_window(period, DEFAULT_IDEMPOTENCY_WINDOW, field=flag)
+    return period
 
 
 @app.command()

@@ -124,3 +124,33 @@ def test_a_shorter_age_is_allowed_once_the_window_is_lowered(tmp_path: Path) -> 
     args = ("prune", "--older-than", "2h", "--idempotency-window", "1h", "--json")
     assert as_json(invoke(db, *args))["tasks"] == 4
     assert asyncio.run(_left(db)) == {"running"}
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--retention", "2h"], "--retention: 2h is shorter than the idempotency window (1d)"),
+        (["--retention", "week"], "--retention: 'week' does not parse as an age"),
+        (["--retention-failed", "-3d"], "--retention-failed: '-3d' is negative"),
+        (["--retention", "7d", "--retention-failed", "1h"], "--retention-failed: 1h is shorter"),
+    ],
+)
+def test_a_worker_with_bad_retention_refuses_to_start_and_writes_nothing(
+    tmp_path: Path, args: list[str], problem: str
+) -> None:
+    db = tmp_path / "never.db"
+    result = invoke(db, "worker", "--tasks", "tests.cli.cli_tasks", *args)
+    message = assert_one_line_error(result)
+    assert problem in message, message
+    assert not db.exists()
+
+
+def test_worker_retention_flags_become_the_controllers_setting() -> None:
+    from chongming.cli.prune_commands import retention_of
+    from chongming.stores.retention import Retention
+
+    assert retention_of(None, None) is None
+    assert retention_of("7d", "30d") == Retention(
+        terminal=timedelta(days=7), failed=timedelta(days=30)
+    )
+    assert retention_of(None, "30d") == Retention(terminal=None, failed=timedelta(days=30))
