@@ -256,6 +256,10 @@ class Retention:
             raise InvalidRetention("interval", f"{self.interval} is not positive", "give > 0")
         object.__setattr__(self, "by_name", dict(self.by_name))
 
+    def __hash__(self) -> int:  # by_name is a dict: hash its items
+        named = tuple(sorted(self.by_name.items()))
+        return hash((self.terminal, self.failed, named, self.idempotency_window, self.batch))
+
 
 def check_window(period: timedelta, window: timedelta, *, field: str) -> None:
     """:class:`RetentionTooShort` when ``period`` is under the idempotency ``window``."""

@@ -148,3 +148,11 @@ def test_a_selection_must_be_aware_and_terminal() -> None:
         check_selection(
             PruneSelection(finished_before=_NOW, statuses=frozenset({TaskStatus.PAUSED}))
         )
+
+
+def test_a_retention_is_a_value() -> None:
+    one = Retention(by_name={"report": timedelta(days=90)})
+    same = Retention(by_name={"report": timedelta(days=90)})
+    assert one == same
+    assert hash(one) == hash(same)
+    assert one != Retention()
