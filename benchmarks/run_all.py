@@ -21,7 +21,8 @@ BENCHMARKS = [
     ["bench_pipeline.py"],
     ["bench_process.py", "--n", "2000", "--stops", "200"],
     ["bench_durable.py"],
-    ["bench_durable_dbos.py"],  # DBOS beside chongming; skipped without the bench extra
+    ["bench_durable_dbos.py"],
+    ["bench_prune.py"],  # DBOS beside chongming; skipped without the bench extra
 ]
 
 

@@ -9,7 +9,9 @@
   kept with queued tasks;
 - :class:`~chongming.stores.ports.limits.ClusterLimitStore`: cluster-wide
   limits;
-- :class:`~chongming.stores.ports.durable.DurableStore`: durable execution.
+- :class:`~chongming.stores.ports.durable.DurableStore`: durable execution;
+- :class:`~chongming.stores.ports.retention.RetentionStore`: pruning
+  terminal tasks.
 
 :class:`~chongming.stores.base.TaskStore` is all of them: the core and the
 commands are abstract; the optional ones come with defaults that say the
@@ -25,6 +27,7 @@ from chongming.stores.ports.core import CoreStore as CoreStore
 from chongming.stores.ports.durable import DurableStore as DurableStore
 from chongming.stores.ports.limits import ClusterLimitStore as ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore as QueueStore
+from chongming.stores.ports.retention import RetentionStore as RetentionStore
 
 __all__ = [
     "CarrierStore",
@@ -33,4 +36,5 @@ __all__ = [
     "CoreStore",
     "DurableStore",
     "QueueStore",
+    "RetentionStore",
 ]
