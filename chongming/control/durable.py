@@ -55,7 +55,7 @@ from chongming.stores.durable import (
     StepKey,
     StepRecord,
 )
-from chongming.task_api.journal import EffectInfo, ParkRequest
+from chongming.task_api.journal import EffectInfo, ParkRequest, StepObserver
 from chongming.task_api.step_threads import StepThreads
 
 __all__ = ["Journal", "RunSync"]
@@ -95,6 +95,7 @@ class Journal:
         "_store",
         "_sync",
         "epoch",
+        "observe",
         "park_threshold",
         "parkable",
         "task_id",
@@ -126,6 +127,13 @@ class Journal:
         self.park_threshold = PARK_AFTER
         #: Plain functions of this attempt on worker threads: its end waits for them.
         self.threads = StepThreads()
+        #: The observers' wrapper of each durable call (tracing's step spans), or None.
+        self.observe: StepObserver | None = None
+
+    @property
+    def replays(self) -> int:
+        """Recorded outcomes this attempt replayed so far."""
+        return self._replayed
 
     @property
     def replaying(self) -> bool:

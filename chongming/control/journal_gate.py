@@ -9,6 +9,7 @@ from chongming.control.outages import through_outages
 from chongming.control.parking import PARK_AFTER
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import StaleEpoch
+from chongming.task_api.journal import StepObserver
 
 __all__ = ["JournalGate"]
 
@@ -25,6 +26,7 @@ class JournalGate:
     __slots__ = (
         "_durable",
         "_max_resumes",
+        "_observe",
         "_owner",
         "_park_threshold",
         "_parkable",
@@ -45,7 +47,9 @@ class JournalGate:
         parkable: bool = False,
         park_threshold: float = PARK_AFTER,
         run_sync: RunSync | None = None,
+        observe: StepObserver | None = None,
     ) -> None:
+        self._observe = observe
         self._parkable = parkable
         self._park_threshold = park_threshold
         self._run_sync = run_sync
@@ -72,4 +76,5 @@ class JournalGate:
         self.journal = Journal(store, task_id, epoch, recorded, run_sync=self._run_sync)
         self.journal.parkable = self._parkable
         self.journal.park_threshold = self._park_threshold
+        self.journal.observe = self._observe
         return True

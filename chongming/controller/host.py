@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
@@ -255,6 +256,7 @@ class ControllerHost:
             # Imported here: a controller that runs no durable task never loads the journal.
             from chongming.control.journal_gate import JournalGate
 
+            observer = self._observer
             return JournalGate(
                 plane.store,
                 run.task_id,
@@ -264,6 +266,11 @@ class ControllerHost:
                 parkable=self.parking and getattr(run, "adopted", None) is not None,
                 park_threshold=self.park_threshold,
                 run_sync=self._run_sync_step,
+                observe=(
+                    functools.partial(observer.wrap_step, run)
+                    if observer is not None and observer.wraps_steps
+                    else None
+                ),
             )
         return lambda: writer.durable(run, version)
 

@@ -75,6 +75,7 @@ class ChildContext(TaskContext):
         attempt: int,
         artifact_root: Path,
         upstream: Mapping[str, JsonValue] | None,
+        trace_id: str | None = None,
     ) -> None:
         self._link = link
         self.carrier = carrier
@@ -101,6 +102,7 @@ class ChildContext(TaskContext):
         self._logger = None
         self._unawaited = None
         self.journal = None
+        self.trace_id = trace_id
 
     @property
     def stop_requested(self) -> bool:

@@ -86,6 +86,7 @@ def _run_job(link: ChildLink, seq: int, job: dict[str, Any]) -> None:
         attempt=int(job["attempt"]),
         artifact_root=Path(job["artifact_root"]),
         upstream=job["upstream"],
+        trace_id=job.get("trace_id"),
     )
     signals.apply(bool(job["stop"]), bool(job["pause"]), int(job["generation"]))
     args, kwargs = tuple(job["args"]), dict(job["kwargs"])

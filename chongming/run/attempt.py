@@ -103,6 +103,7 @@ class Attempt(TaskContext):
         self._logger = None
         self._unawaited = None
         self.journal = None
+        self.trace_id = None
         # -- the attempt
         self._gate = gate
         self.plan = plan

@@ -293,6 +293,11 @@ class RunState:
     def progress(self) -> Progress | None:
         return self._progress
 
+    @property
+    def current_attempt(self) -> Attempt | None:
+        """The attempt running now, which is its function's context (None between attempts)."""
+        return self._current
+
     def heartbeat_at(self) -> float | None:
         """Epoch seconds of the current attempt's last checkpoint (None between attempts)."""
         current = self._current

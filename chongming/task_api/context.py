@@ -84,6 +84,7 @@ class TaskContext(AttemptSignals):
         "journal",
         "name",
         "task_id",
+        "trace_id",
         "upstream",
     )
 
@@ -111,6 +112,9 @@ class TaskContext(AttemptSignals):
         self._unawaited: Checkpoint | None = None
         #: A durable task's memoised steps (``None``: not durable).
         self.journal: StepJournal | None = None
+        #: The OpenTelemetry trace id of this attempt (32 hex digits) where it is
+        #: traced (``ChongmingTracing`` with an SDK), for logs that name it; else None.
+        self.trace_id: str | None = None
 
     # -- durable steps ---------------------------------------------------------
 
@@ -141,7 +145,9 @@ class TaskContext(AttemptSignals):
         _check_callable("ctx.step", "fn", fn)
         if self.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        return await journal.step(name, fn, args, kwargs)
+        call = journal.step(name, fn, args, kwargs)
+        observe = journal.observe
+        return await (call if observe is None else observe("step", name, journal, call))
 
     async def effect(
         self,
@@ -178,7 +184,9 @@ class TaskContext(AttemptSignals):
             _check_callable("ctx.effect", "commit", commit)
         if self.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        return await journal.effect(op_key, fn, args, kwargs, commit)
+        call = journal.effect(op_key, fn, args, kwargs, commit)
+        observe = journal.observe
+        return await (call if observe is None else observe("effect", op_key, journal, call))
 
     async def sleep(self, name: str, seconds: float) -> None:
         """Sleep ``seconds``, durably: the wake-up time is recorded once, as a step.
@@ -200,7 +208,9 @@ class TaskContext(AttemptSignals):
         journal.check_fenced()
         _check_name_arg("ctx.sleep", "sleep name", name)
         seconds = _check_seconds("ctx.sleep", "seconds", seconds, zero=True)
-        await journal.sleep(name, seconds, beat=self._checkpoint_on_loop)
+        call = journal.sleep(name, seconds, beat=self._checkpoint_on_loop)
+        observe = journal.observe
+        await (call if observe is None else observe("sleep", name, journal, call))
 
     async def wait_for_fact(
         self,
@@ -241,13 +251,15 @@ class TaskContext(AttemptSignals):
         interval = _check_seconds(what, "poll_interval", poll_interval, zero=False)
         if check is not None:
             _check_callable(what, "check", check)
-        return await journal.wait_for_fact(
+        call = journal.wait_for_fact(
             name,
             timeout=seconds,
             check=check,
             poll_interval=interval,
             beat=self._checkpoint_on_loop,
         )
+        observe = journal.observe
+        return await (call if observe is None else observe("fact", name, journal, call))
 
     # -- control ---------------------------------------------------------------
 
