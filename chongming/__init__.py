@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from chongming.control.reconcile import ReconcileReport as ReconcileReport
     from chongming.controller import Controller as Controller
     from chongming.controller import ControllerStats as ControllerStats
-    from chongming.controller.enqueue import QueuedTask as QueuedTask
     from chongming.controller.outbox import OutboxRelay as OutboxRelay
     from chongming.controller.outbox import install_outbox as install_outbox
     from chongming.controller.outbox import outbox_enqueue as outbox_enqueue
+    from chongming.controller.queued import QueuedTask as QueuedTask
     from chongming.errors import AdmissionStateError as AdmissionStateError
     from chongming.errors import BucketNotOwned as BucketNotOwned
     from chongming.errors import CheckpointMisuse as CheckpointMisuse

@@ -31,14 +31,14 @@ from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import (
     EnqueueMany,
     EnqueueRequest,
-    QueuedTask,
-    ServedVersions,
     build_enqueued,
     store_enqueue,
 )
 from chongming.controller.host import ControllerHost
 from chongming.controller.observers import Observer, wire
 from chongming.controller.plane_calls import PlaneCalls, check_facts, send_facts
+from chongming.controller.queued import QueuedTask
+from chongming.controller.served import ServedVersions
 from chongming.controller.statistics import ControllerStats, count_tasks, local_totals
 from chongming.controller.support import (
     all_done,
