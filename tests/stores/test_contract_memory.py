@@ -10,6 +10,7 @@ from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    RateLimitContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -29,7 +30,7 @@ class ManualClock:
 
 
 class TestInMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RateLimitContract
 ):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5

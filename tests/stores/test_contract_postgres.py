@@ -8,6 +8,7 @@ from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    RateLimitContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.postgres
 
 
 class TestPostgresContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RateLimitContract
 ):
     """Real clock (the server's): short leases still expire within the wait bound."""
 

@@ -11,13 +11,14 @@ from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    RateLimitContract,
     StoreContract,
     TraceCarrierContract,
 )
 
 
 class TestSqliteFileContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RateLimitContract
 ):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
@@ -28,7 +29,7 @@ class TestSqliteFileContract(
 
 
 class TestSqliteMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RateLimitContract
 ):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

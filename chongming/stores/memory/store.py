@@ -20,6 +20,7 @@ from chongming.stores.memory.core import CoreOnMemory
 from chongming.stores.memory.durable import DurableOnMemory
 from chongming.stores.memory.limits import ClusterLimitsOnMemory
 from chongming.stores.memory.queue import QueueOnMemory
+from chongming.stores.memory.rates import RateLimitsOnMemory
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -29,6 +30,7 @@ class InMemoryTaskStore(
     CommandsOnMemory,
     QueueOnMemory,
     ClusterLimitsOnMemory,
+    RateLimitsOnMemory,
     DurableOnMemory,
     TaskStore,
 ):
