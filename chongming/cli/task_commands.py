@@ -163,6 +163,15 @@ def worker(
             "(the store's capacity wins if it already has one; may repeat).",
         ),
     ] = None,
+    rate_limit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rate-limit",
+            help="NAME=RATE: at most RATE starts of tasks tagged NAME on the whole store, "
+            "e.g. vendor-api=10/s or 'vendor-api=600/min burst 20' (the store's limit wins "
+            "if it already has one; may repeat).",
+        ),
+    ] = None,
     lease_ttl: Annotated[
         float,
         typer.Option(
@@ -194,6 +203,7 @@ def worker(
 ) -> None:
     """Claim and run queued tasks the module registers, until SIGTERM or Ctrl-C."""
     from chongming.cli.limit_commands import parse_limit
+    from chongming.cli.rate_options import parse_rate_option
     from chongming.cli.session import CliError
     from chongming.cli.task_modules import load_task_module
     from chongming.cli.worker_command import (
@@ -214,11 +224,13 @@ def worker(
         if not lease_ttl > 0:
             raise CliError(f"--lease-ttl must be a number of seconds > 0, got {lease_ttl}")
         limits = dict(parse_limit(text) for text in cluster_limit or ())
+        rates = dict(parse_rate_option(text) for text in rate_limit or ())
         formats = check_log_options(log_format, log_level)
         settings = WorkerSettings(
             max_parallel=max_parallel,
             grace=grace,
             cluster_limits=limits,
+            rate_limits=rates,
             lease_ttl=lease_ttl,
             poll_interval=check_poll_interval(poll_interval),
             metrics=check_endpoint("--metrics-port", metrics_host, metrics_port),

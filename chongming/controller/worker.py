@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
+from chongming.control.rate_gate import RateGate
 from chongming.errors import ChongmingError, StoreUnavailable, VersionConflict
 from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
@@ -44,6 +45,7 @@ from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.queue import ClaimedTask, Serves
+from chongming.stores.rates import RateLimit
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec
 
@@ -82,11 +84,21 @@ class Worker:
         exclude_tags: Callable[[], Collection[str]] | None = None,
         unlimited: bool = False,
         clock: Clock | None = None,
+        rate_limits: Mapping[str, RateLimit] | None = None,
     ) -> None:
         self._plane = plane
+        self._rates = (
+            RateGate(plane.store, rate_limits, wake=self.wake, poll_interval=poll_interval)
+            if rate_limits
+            else None
+        )
         # Claim ``starting`` only when admission launches at once (see the module docstring).
         store = plane.store
-        self._starts = unlimited and type(store).claim_started is not TaskStore.claim_started
+        self._starts = (
+            unlimited
+            and self._rates is None
+            and type(store).claim_started is not TaskStore.claim_started
+        )
         self._time = time.time if clock is None or clock is SYSTEM_CLOCK else clock.time
         self._withheld = withheld
         self._host = host
@@ -103,7 +115,7 @@ class Worker:
             free_slots=self.free_slots,
             adopt=self.adopt,
             poll_interval=poll_interval,
-            exclude_tags=exclude_tags,
+            exclude_tags=self._excluded_by(exclude_tags),
             start_at=self.start_at,
             adopt_started=self.adopt_started,
         )
@@ -117,6 +129,8 @@ class Worker:
         self._plane.node.serves = self.served_names  # published in the node row
         self._plane.max_resumes_of = self.max_resumes_of  # reconcile knows durable tasks
         await self._plane.become_node()  # claims are made by a live node only
+        if self._rates is not None:
+            await self._rates.start()
         self._host.on_finished = self._claims.wake
         self._host.parking = True  # a claimed durable task may park for a long sleep
         self._claims.start()
@@ -139,6 +153,8 @@ class Worker:
         """
         self._host.on_finished = None
         await self._claims.aclose()
+        if self._rates is not None:
+            self._rates.aclose()
         store = self._plane.store
         for run in self._host.runs():
             if run.adopted is None or run.holds_slot:
@@ -205,6 +221,8 @@ class Worker:
         """
         serves = self.serves()
         withheld = self._withheld() if self._withheld is not None else frozenset()
+        if self._rates is not None:
+            withheld |= self._rates.blocked()
         if not withheld:
             return serves
         registry = self._registry
@@ -242,8 +260,51 @@ class Worker:
             return None
         return to_datetime(self._time())
 
+    def _excluded_by(
+        self, exclude_tags: Callable[[], Collection[str]] | None
+    ) -> Callable[[], Collection[str]] | None:
+        """What a claim leaves alone: ``exclude_tags``, and rate-limited tags not due yet."""
+        rates = self._rates
+        if rates is None:
+            return exclude_tags
+
+        def excluded() -> Collection[str]:
+            blocked = rates.blocked()
+            if exclude_tags is None:
+                return blocked
+            return blocked | frozenset(exclude_tags())
+
+        return excluded
+
+    def _tags_of(self, stored: TaskSnapshot) -> frozenset[str]:
+        """The tags a claimed task runs with here: its own and its registration's."""
+        try:
+            return stored.tags | self._registry.get(stored.name, stored.version).tags
+        except ChongmingError:
+            return stored.tags
+
+    async def _gate(self, claimed: list[TaskSnapshot]) -> list[TaskSnapshot]:
+        """What of a claim may start now by the rate limits; the rest goes back to the queue."""
+        rates = self._rates
+        if rates is None:
+            return claimed
+        passing, refused = await rates.admit(claimed, self._tags_of)
+        store = self._plane.store
+        for stored in refused:
+            try:
+                await store.release_claim(stored.task_id, self._owner, stored.status_version)
+            except ChongmingError as error:
+                # Still ours in the store: reconcile sees a dead owner's queued task.
+                _log.warning("could not give %r back to the queue: %s", stored.task_id, error)
+        if refused:
+            self._claims.wake()  # the room they leave goes to other work now
+        return passing
+
     async def adopt(self, claimed: list[TaskSnapshot]) -> None:
         """Run claimed tasks here, each continuing its stored trajectory."""
+        claimed = await self._gate(claimed)
+        if not claimed:
+            return
         store = self._plane.store
         try:
             histories = await store.histories([s.task_id for s in claimed])
@@ -466,6 +527,7 @@ def worker_of(
     plane: ControlPlane,
     host: ControllerHost,
     withheld: Callable[[], frozenset[str]] | None,
+    rate_limits: Mapping[str, RateLimit] | None = None,
 ) -> Worker:
     """The worker half of ``controller`` (``work=True``), wired to its plane and host."""
     limits = controller.limits
@@ -494,4 +556,5 @@ def worker_of(
             and not controller.cluster_limits
         ),
         clock=controller.clock,
+        rate_limits=rate_limits,
     )

@@ -132,7 +132,7 @@ def parse_rate(text: object, *, field: str = "rate limit") -> RateLimit:
     try:
         return RateLimit(rate=rate, per=_UNITS[unit], burst=burst)
     except PayloadError as error:
-        raise PayloadError(field, f"{error.reason} (in {text!r})") from None
+        raise PayloadError(field, f"the {error.what} {error.reason} (in {text!r})") from None
 
 
 def _whole(number: str, field: str, what: str, text: str) -> int:

@@ -1,0 +1,130 @@
+"""``Controller(work=True, rate_limits=...)``: starts of tagged tasks per period, fleet-wide."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chongming import ConfigurationError, Controller, TaskStatus
+from chongming.stores.base import TaskStore
+from chongming.stores.memory import InMemoryTaskStore
+from chongming.stores.rates import RateLimit
+from chongming.stores.sqlite import SqliteTaskStore
+from tests.conftest import FAST
+
+
+def most_in_a_window(starts: list[datetime], window: float) -> int:
+    """The most starts inside any half-open window of ``window`` seconds."""
+    times = sorted(start.timestamp() for start in starts)
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] >= window:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+async def _noop(ctx: Any) -> None:
+    await ctx.checkpoint()
+
+
+def _worker(db: Path, owner: str, **options: Any) -> Controller:
+    node = Controller(
+        store=db,
+        owner=owner,
+        work=True,
+        rate_limits={"api": "10/s"},
+        poll_interval=0.05,
+        windows=FAST,
+        max_parallel=4,
+        **options,
+    )
+    node.register("call_api", _noop, tags=("api",))
+    node.register("plain", _noop)
+    return node
+
+
+async def _running_at(client: Controller, task_id: str) -> datetime:
+    history = await client.history(task_id)
+    return next(t.at for t in history if t.to_status is TaskStatus.RUNNING)
+
+
+async def test_two_workers_together_start_no_more_than_the_rate(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    workers = [_worker(db, f"w-{n}") for n in range(2)]
+    async with Controller(store=db, owner="client") as client:
+        client.register("call_api", _noop, tags=("api",))
+        client.register("plain", _noop)
+        limited = [await client.enqueue("call_api") for _ in range(20)]
+        for worker in workers:
+            await worker.start()
+        try:
+            finals = [await task.wait(timeout=30) for task in limited]
+            starts = [await _running_at(client, task.task_id) for task in limited]
+        finally:
+            for worker in workers:
+                await worker.close()
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * 20
+    # 10/s, burst 1: one start per 0.1 s; +1 for the time between a grant and its start.
+    assert most_in_a_window(starts, 1.0) <= 11
+    span = max(starts) - min(starts)
+    assert span.total_seconds() >= 1.7  # 20 starts at 10/s need 1.9 s: they were spaced
+
+
+async def test_untagged_work_passes_tasks_waiting_for_a_grant(tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    async with SqliteTaskStore(db) as store:
+        await store.declare_rate_limit("api", RateLimit(rate=1, per=timedelta(minutes=1)))
+    async with Controller(store=db, owner="client") as client:
+        client.register("call_api", _noop, tags=("api",))
+        client.register("plain", _noop)
+        limited = [await client.enqueue("call_api") for _ in range(5)]
+        plain = [await client.enqueue("plain") for _ in range(10)]
+        async with _worker(db, "w-0"):
+            for task in plain:  # not stuck behind the four that wait a minute each
+                assert (await task.wait(timeout=10)).status is TaskStatus.SUCCEEDED
+            assert (await limited[0].wait(timeout=10)).status is TaskStatus.SUCCEEDED
+            await asyncio.sleep(0.3)  # a few claim rounds: the rest stays queued, unowned
+            waiting = [await client.get(task.task_id) for task in limited[1:]]
+    assert {(s.status, s.owner) for s in waiting if s is not None} == {(TaskStatus.QUEUED, None)}
+
+
+@pytest.mark.parametrize(
+    ("limits", "problem"),
+    [
+        (["api"], "must be a mapping"),
+        ({"api": "0/s"}, r"rate_limits\['api'\].*rate"),
+        ({"api": "-3/s"}, r"rate_limits\['api'\]"),
+        ({"api": "1e9/s"}, r"rate_limits\['api'\].*10000 starts/s"),
+        ({"api": "ten per second"}, r"rate_limits\['api'\].*cannot read"),
+        ({"api": "10/fortnight"}, r"rate_limits\['api'\].*unknown unit 'fortnight'"),
+        ({"api": "10/s burst 0"}, r"rate_limits\['api'\].*burst"),
+        ({"api": "2.5/s"}, r"rate_limits\['api'\].*whole number"),
+        ({"api": 10}, r"rate_limits\['api'\]"),
+        ({"": "10/s"}, "rate limit name"),
+        ({"a\x00": "10/s"}, "rate limit name"),
+    ],
+)
+def test_bad_rate_limits_are_refused_when_the_controller_is_built(
+    tmp_path: Path, limits: Any, problem: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=problem):
+        Controller(store=tmp_path / "q.db", work=True, rate_limits=limits)
+    assert not (tmp_path / "q.db").exists()  # nothing written, not even the file
+
+
+def test_rate_limits_need_a_worker_on_a_store_that_has_them(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="work=True"):
+        Controller(rate_limits={"api": "10/s"})
+    with pytest.raises(ConfigurationError, match="work=True"):
+        Controller(store=tmp_path / "q.db", rate_limits={"api": "10/s"})
+
+    class NoRates(InMemoryTaskStore):
+        take_rate_grants = TaskStore.take_rate_grants  # the port's default: none
+
+    with pytest.raises(ConfigurationError, match="NoRates has no cluster-wide rate limits"):
+        Controller(store=NoRates(), work=True, rate_limits={"api": "10/s"})
