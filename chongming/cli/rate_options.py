@@ -10,7 +10,7 @@ __all__ = ["parse_rate_option"]
 
 
 def parse_rate_option(text: str) -> tuple[str, RateLimit]:
-    """``vendor-api=10/s`` or ``vendor-api=600/min burst 20``; a :class:`CliError` naming the fault."""
+    """``vendor-api=10/s`` or ``vendor-api=600/min burst 20``; else a :class:`CliError`."""
     name, sep, rate = text.partition("=")
     if not sep or not name.strip():
         raise CliError(f"--rate-limit is NAME=RATE (e.g. vendor-api=10/s), got {text!r}")
