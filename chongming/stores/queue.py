@@ -37,6 +37,7 @@ __all__ = [
     "check_enqueued",
     "check_exclude_tags",
     "check_idempotency_key",
+    "check_pool_tags",
     "check_trace_carrier",
     "decode_trace_carrier",
     "encode_trace_carrier",
@@ -155,7 +156,12 @@ def input_digest(snapshot: TaskSnapshot) -> str:
 
 
 def check_claim(
-    owner: object, serves: object, buckets: object, limit: object, exclude_tags: object = ()
+    owner: object,
+    serves: object,
+    buckets: object,
+    limit: object,
+    exclude_tags: object = (),
+    tags: object = None,
 ) -> None:
     """The arguments of ``TaskStore.claim``, refused alike by every backend."""
     if not isinstance(owner, str) or not owner:
@@ -175,19 +181,32 @@ def check_claim(
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise PayloadError("limit", f"must be an int >= 1, got {limit!r}")
     check_exclude_tags(exclude_tags)
+    check_pool_tags(tags)
 
 
-def check_exclude_tags(tags: object) -> list[str]:
+def check_exclude_tags(tags: object, what: str = "exclude_tags") -> list[str]:
     """``exclude_tags`` of a claim as a sorted list: non-empty strings, never a bare string."""
     if isinstance(tags, str) or not isinstance(tags, Collection):
-        raise PayloadError(
-            "exclude_tags", f"must be a collection of tag strings, got {type(tags).__name__}"
-        )
+        raise PayloadError(what, f"must be a collection of tag strings, got {type(tags).__name__}")
     for tag in tags:
         if not isinstance(tag, str) or not tag:
-            raise PayloadError("exclude_tags", f"tags are non-empty strings, got {tag!r}")
-        check_text(tag, "exclude_tags")
+            raise PayloadError(what, f"tags are non-empty strings, got {tag!r}")
+        check_text(tag, what)
     return sorted(set(tags))
+
+
+def check_pool_tags(tags: object) -> list[str] | None:
+    """``tags`` of a claim (a pool: one of them must be on the task), sorted; ``None``: any.
+
+    An empty collection is refused: it would match nothing, so the worker
+    would claim nothing and say nothing about why.
+    """
+    if tags is None:
+        return None
+    checked = check_exclude_tags(tags, "tags")
+    if not checked:
+        raise PayloadError("tags", "must name at least one tag (None: claim whatever it serves)")
+    return checked
 
 
 def _all_ints(values: object) -> bool:

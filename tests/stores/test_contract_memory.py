@@ -10,6 +10,7 @@ from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    PoolClaimContract,
     RateLimitContract,
     StoreContract,
     TraceCarrierContract,
@@ -30,7 +31,12 @@ class ManualClock:
 
 
 class TestInMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RateLimitContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RateLimitContract,
+    PoolClaimContract,
 ):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5

@@ -8,6 +8,7 @@ from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    PoolClaimContract,
     RateLimitContract,
     StoreContract,
     TraceCarrierContract,
@@ -18,7 +19,12 @@ pytestmark = pytest.mark.postgres
 
 
 class TestPostgresContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RateLimitContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RateLimitContract,
+    PoolClaimContract,
 ):
     """Real clock (the server's): short leases still expire within the wait bound."""
 

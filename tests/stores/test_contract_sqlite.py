@@ -11,6 +11,7 @@ from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    PoolClaimContract,
     RateLimitContract,
     StoreContract,
     TraceCarrierContract,
@@ -18,7 +19,12 @@ from chongming.testing.store_contract import (
 
 
 class TestSqliteFileContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RateLimitContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RateLimitContract,
+    PoolClaimContract,
 ):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
@@ -29,7 +35,12 @@ class TestSqliteFileContract(
 
 
 class TestSqliteMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RateLimitContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RateLimitContract,
+    PoolClaimContract,
 ):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

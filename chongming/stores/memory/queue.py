@@ -80,12 +80,14 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
     ) -> list[TaskSnapshot]:
         self._check_open()
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags)
         now = self._now()
         chosen = None if buckets is None else frozenset(buckets)
         excluded = frozenset(exclude_tags)
+        pool = None if tags is None else frozenset(tags)
 
         def claimable(task: TaskSnapshot) -> bool:
             if task.status is not TaskStatus.QUEUED or task.owner is not None:
@@ -95,6 +97,8 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
             if task.not_before is not None and task.not_before > now:
                 return False
             if not excluded.isdisjoint(task.tags):
+                return False
+            if pool is not None and pool.isdisjoint(task.tags):
                 return False
             versions = serves.get(task.name)
             return versions is not None and (task.version is None or task.version in versions)
@@ -118,11 +122,17 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
         at = check_time(at, "at").astimezone(UTC)
         claimed = await self.claim(
-            owner, serves=serves, buckets=buckets, limit=limit, exclude_tags=exclude_tags
+            owner,
+            serves=serves,
+            buckets=buckets,
+            limit=limit,
+            exclude_tags=exclude_tags,
+            tags=tags,
         )
         started = []
         for task in claimed:  # nothing awaited since the claim took them: one atomic step

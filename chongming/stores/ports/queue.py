@@ -89,6 +89,7 @@ class QueueStore(Protocol):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
     ) -> list[TaskSnapshot]:
         """Take up to ``limit`` queued tasks nobody holds, writing ``owner`` as their owner.
 
@@ -97,11 +98,13 @@ class QueueStore(Protocol):
         a bucket is claimable by every node), ``serves[name]`` holding the
         task's version (an unversioned task matches any served version), and
         none of ``exclude_tags`` among its tags (a worker leaves alone what it
-        could not start now, e.g. a tag whose cluster-wide slots are all held).
-        Order: higher ``priority`` first, then earlier ``queued_at``, then
-        ``task_id``. Atomic: two claimers never take the same task. The status
-        and its version do not change (the claimer starts the task through the
-        state machine); the snapshots returned carry the new owner.
+        could not start now, e.g. a tag whose cluster-wide slots are all held),
+        and, when ``tags`` is given, at least one of ``tags`` among its tags (a
+        worker pool: ``chongming worker --tags payments``). Order: higher
+        ``priority`` first, then earlier ``queued_at``, then ``task_id``.
+        Atomic: two claimers never take the same task. The status and its
+        version do not change (the claimer starts the task through the state
+        machine); the snapshots returned carry the new owner.
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (claim)")
 
@@ -113,6 +116,7 @@ class QueueStore(Protocol):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
         """:meth:`claim`, and every task taken moves ``queued -> starting`` in the same step.

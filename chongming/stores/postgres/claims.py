@@ -33,7 +33,13 @@ from chongming.stores.codec import STATUS_OF
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
-from chongming.stores.queue import ClaimedTask, Serves, check_claim, check_exclude_tags
+from chongming.stores.queue import (
+    ClaimedTask,
+    Serves,
+    check_claim,
+    check_exclude_tags,
+    check_pool_tags,
+)
 
 __all__ = ["Claims"]
 
@@ -47,9 +53,14 @@ _QUEUED, _STARTING = TaskStatus.QUEUED, TaskStatus.STARTING
 _CONTINUES = ", ".join(f"'{trigger}'" for trigger in sorted(CONTINUES_ATTEMPT))
 
 
-def _chosen(schema: str, exclude: int | None, *, versions: bool = False) -> str:
-    """The claimable rows, best first, locked; ``exclude``: the parameter of excluded tags."""
+def _chosen(
+    schema: str, exclude: int | None, *, versions: bool = False, pool: int | None = None
+) -> str:
+    """The claimable rows, best first, locked; ``exclude``/``pool``: the parameters of the tags
+    a task must not / must (one of) carry."""
     excluding = "" if exclude is None else f" AND NOT (tags && ${exclude}::text[])"
+    if pool is not None:
+        excluding += f" AND tags && ${pool}::text[]"
     return (
         f"SELECT task_id{', status_version' if versions else ''} FROM {schema}.tasks"
         " WHERE status = 'queued' AND owner IS NULL"
@@ -71,17 +82,18 @@ def _history_of(schema: str, alias: str, *, where: str = "") -> str:
     )
 
 
-def claim_sql(schema: str, *, exclude: bool) -> str:
-    """A plain claim: owner only. ``$7``: excluded tags (that variant has its own plan)."""
+def claim_sql(schema: str, *, exclude: bool, pool: bool = False) -> str:
+    """A plain claim: owner only. ``$7``: excluded tags, ``$8`` a pool's tags (each variant
+    has its own plan)."""
     return (
-        f"WITH chosen AS ({_chosen(schema, 7 if exclude else None)})"
+        f"WITH chosen AS ({_chosen(schema, 7 if exclude else None, pool=8 if pool else None)})"
         f" UPDATE {schema}.tasks AS t SET owner = $1 FROM chosen"
         f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
     )
 
 
-def started_sql(schema: str, *, exclude: bool) -> str:
-    """A started claim: ``$7`` at, ``$8`` excluded tags.
+def started_sql(schema: str, *, exclude: bool, pool: bool = False) -> str:
+    """A started claim: ``$7`` at, ``$8`` excluded tags, ``$9`` a pool's tags.
 
     The last stored transition (at the version the task was claimed at) is
     read by its key, beside the update: its trigger decides whether the start
@@ -92,8 +104,9 @@ def started_sql(schema: str, *, exclude: bool) -> str:
     """
     last = ", ".join(f"q.{c} AS l_{c}" for c in _HISTORY)
     history = ", ".join(f"h.h_{c}" for c in _HISTORY)
+    chosen = _chosen(schema, 8 if exclude else None, versions=True, pool=9 if pool else None)
     return (
-        f"WITH chosen AS ({_chosen(schema, 8 if exclude else None, versions=True)}),"
+        f"WITH chosen AS ({chosen}),"
         f" started AS (UPDATE {schema}.tasks AS t SET owner = $1, status = 'starting',"
         " status_version = t.status_version + 1,"
         f" attempt = t.attempt + CASE WHEN q.trigger IN ({_CONTINUES}) THEN 0 ELSE 1 END,"
@@ -138,6 +151,9 @@ class Claims:
         self._claim_excluding = claim_sql(schema, exclude=True)
         self._started = started_sql(schema, exclude=False)
         self._started_excluding = started_sql(schema, exclude=True)
+        #: A pool's claims (tags=): excluded tags always bound, possibly empty.
+        self._claim_pool = claim_sql(schema, exclude=True, pool=True)
+        self._started_pool = started_sql(schema, exclude=True, pool=True)
         self._started_by = started_by_sql(schema)
         self._held = f"SELECT {_COLUMNS} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
         #: owner -> the ``at`` of started claims whose outcome is still unknown.
@@ -150,11 +166,15 @@ class Claims:
         buckets: Collection[int] | None,
         limit: int,
         exclude_tags: Collection[str],
+        tags: Collection[str] | None = None,
     ) -> list[TaskSnapshot]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags)
         args = _arguments(owner, serves, buckets, limit)
         sql = self._claim
-        if exclude_tags:
+        if tags is not None:
+            sql = self._claim_pool
+            args += [check_exclude_tags(exclude_tags), check_pool_tags(tags)]
+        elif exclude_tags:
             sql = self._claim_excluding
             args.append(check_exclude_tags(exclude_tags))
         what = f"claiming tasks for {owner!r}"
@@ -178,14 +198,18 @@ class Claims:
         limit: int,
         exclude_tags: Collection[str],
         at: datetime,
+        tags: Collection[str] | None = None,
     ) -> list[ClaimedTask]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags)
         at = check_time(at, "at")
         what = f"claiming and starting tasks for {owner!r}"
         recovered = await self._resolve(owner, what)
         args: list[Any] = [*_arguments(owner, serves, buckets, limit), at]
         sql = self._started
-        if exclude_tags:
+        if tags is not None:
+            sql = self._started_pool
+            args += [check_exclude_tags(exclude_tags), check_pool_tags(tags)]
+        elif exclude_tags:
             sql = self._started_excluding
             args.append(check_exclude_tags(exclude_tags))
         try:

@@ -493,8 +493,9 @@ class QueueMethods:
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
     ) -> list[TaskSnapshot]:
-        claimed = await self._queue.claims.claim(owner, serves, buckets, limit, exclude_tags)
+        claimed = await self._queue.claims.claim(owner, serves, buckets, limit, exclude_tags, tags)
         for snapshot in claimed:
             self._identities.remember(snapshot)
         return claimed
@@ -507,10 +508,11 @@ class QueueMethods:
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
         claimed = await self._queue.claims.claim_started(
-            owner, serves, buckets, limit, exclude_tags, at
+            owner, serves, buckets, limit, exclude_tags, at, tags
         )
         for task in claimed:
             self._identities.remember(task.snapshot)

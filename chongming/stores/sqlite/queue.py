@@ -30,6 +30,7 @@ from chongming.stores.queue import (
     check_claim,
     check_enqueued,
     check_exclude_tags,
+    check_pool_tags,
     check_trace_carrier,
     decode_trace_carrier,
     encode_trace_carrier,
@@ -76,7 +77,7 @@ _CLAIMABLE = (
     "   OR (name, version) IN"
     "     (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?3)))"
     " AND (not_before IS NULL OR not_before <= ?4)"
-    "{excluding}"
+    "{excluding}{pool}"
     " ORDER BY priority DESC, queued_at, task_id LIMIT ?5"
 )
 #: Only when a claim excludes tags (?6, a JSON array), so the common claim keeps its plan.
@@ -84,8 +85,19 @@ _EXCLUDING = (
     " AND NOT EXISTS (SELECT 1 FROM json_each(tags)"
     " WHERE value IN (SELECT value FROM json_each(?6)))"
 )
-_CLAIM = _CLAIMABLE.format(excluding="")
-_CLAIM_EXCLUDING = _CLAIMABLE.format(excluding=_EXCLUDING)
+#: Only for a pool's claim (?7, a JSON array): one of these tags must be on the task.
+_POOL = (
+    " AND EXISTS (SELECT 1 FROM json_each(tags) WHERE value IN (SELECT value FROM json_each(?7)))"
+)
+_CLAIM = _CLAIMABLE.format(excluding="", pool="")
+_CLAIM_EXCLUDING = _CLAIMABLE.format(excluding=_EXCLUDING, pool="")
+#: Every variant by (excluding, pool): the common claim keeps its own plan.
+_CLAIMS = {
+    (False, False): _CLAIM,
+    (True, False): _CLAIM_EXCLUDING,
+    (False, True): _CLAIMABLE.format(excluding="", pool=_POOL),
+    (True, True): _CLAIMABLE.format(excluding=_EXCLUDING, pool=_POOL),
+}
 _TAKE = "UPDATE tasks SET owner = ? WHERE task_id = ? AND status = 'queued' AND owner IS NULL"
 
 
@@ -139,6 +151,7 @@ def claim_tasks(
     limit: int,
     exclude_tags: list[str],
     start_at: int | None = None,
+    pool: list[str] | None = None,
     *,
     now: int,
 ) -> list[Any]:
@@ -152,9 +165,9 @@ def claim_tasks(
     bucket_json = None if buckets is None else dump(sorted(buckets))
     pairs = [[name, v] for name, versions in serves.items() for v in versions if v is not None]
     params: tuple[Any, ...] = (bucket_json, dump(sorted(serves)), dump(pairs), now, limit)
-    sql = _CLAIM
-    if exclude_tags:
-        sql = _CLAIM_EXCLUDING
+    sql = _CLAIMS[bool(exclude_tags), pool is not None]
+    params += (dump(exclude_tags), dump(pool)) if pool is not None else ()
+    if exclude_tags and pool is None:
         params += (dump(exclude_tags),)
     taken = [row[0] for row in conn.execute(sql, params).fetchall()]
     if not taken:
@@ -249,13 +262,14 @@ class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
     ) -> list[TaskSnapshot]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags)
         plain = {name: list(versions) for name, versions in serves.items()}
         chosen = None if buckets is None else sorted(buckets)
         excluded = check_exclude_tags(exclude_tags)
         claimed: list[TaskSnapshot] = await self._node_op(
-            "claim_tasks", owner, plain, chosen, limit, excluded
+            "claim_tasks", owner, plain, chosen, limit, excluded, None, check_pool_tags(tags)
         )
         return claimed
 
@@ -267,14 +281,16 @@ class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags)
         plain = {name: list(versions) for name, versions in serves.items()}
         chosen = None if buckets is None else sorted(buckets)
         excluded = check_exclude_tags(exclude_tags)
+        start = rows.to_micros(at, "at")
         claimed: list[ClaimedTask] = await self._node_op(
-            "claim_tasks", owner, plain, chosen, limit, excluded, rows.to_micros(at, "at")
+            "claim_tasks", owner, plain, chosen, limit, excluded, start, check_pool_tags(tags)
         )
         return claimed
 

@@ -51,7 +51,8 @@ also mixes in :class:`ClusterLimitContract`
 durable execution (``record_step``) mixes in :class:`DurableContract`; one
 that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
 mixes in :class:`TraceCarrierContract`; one with rate limits
-(``take_rate_grants``) mixes in :class:`RateLimitContract`.
+(``take_rate_grants``) mixes in :class:`RateLimitContract`; one whose claims
+take a pool's ``tags=`` mixes in :class:`PoolClaimContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -79,6 +80,7 @@ from chongming.testing.store_contract.history import HistoryContract
 from chongming.testing.store_contract.limits import ClusterLimitContract
 from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
+from chongming.testing.store_contract.pools import PoolClaimContract
 from chongming.testing.store_contract.queue import QueueContract
 from chongming.testing.store_contract.rates import RateLimitContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
@@ -89,6 +91,7 @@ __all__ = [
     "HOSTILE_STRINGS",
     "ClusterLimitContract",
     "DurableContract",
+    "PoolClaimContract",
     "RateLimitContract",
     "StoreContract",
     "TraceCarrierContract",
