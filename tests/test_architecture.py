@@ -48,7 +48,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
     | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
-    | {"stores.durable"},
+    | {"stores.durable", "stores.rates"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
@@ -198,6 +198,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
         "stores.limits",
         "stores.nodes",
         "stores.queue",
+        "stores.rates",
         "stores.writes",
     }
     assert not allows(ALLOWED["controller"], ["stores", "sqlite"])

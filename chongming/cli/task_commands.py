@@ -172,6 +172,24 @@ def worker(
             "if it already has one; may repeat).",
         ),
     ] = None,
+    names: Annotated[
+        str | None,
+        typer.Option("--names", help="a,b: claim only these registered task names (a pool)."),
+    ] = None,
+    tags: Annotated[
+        str | None,
+        typer.Option("--tags", help="t,u: claim only tasks tagged with one of these (a pool)."),
+    ] = None,
+    exclude_tags: Annotated[
+        str | None,
+        typer.Option("--exclude-tags", help="t,u: never claim tasks tagged with one of these."),
+    ] = None,
+    versions: Annotated[
+        str | None,
+        typer.Option(
+            "--versions", help="name@2,name@3: of these names, claim only these versions."
+        ),
+    ] = None,
     lease_ttl: Annotated[
         float,
         typer.Option(
@@ -203,7 +221,6 @@ def worker(
 ) -> None:
     """Claim and run queued tasks the module registers, until SIGTERM or Ctrl-C."""
     from chongming.cli.limit_commands import parse_limit
-    from chongming.cli.rate_options import parse_rate_option
     from chongming.cli.session import CliError
     from chongming.cli.task_modules import load_task_module
     from chongming.cli.worker_command import (
@@ -213,6 +230,7 @@ def worker(
         check_poll_interval,
         run_worker,
     )
+    from chongming.cli.worker_options import parse_pool_options, parse_rate_option
     from chongming.errors import ChongmingError
 
     options = _options(ctx, False)
@@ -225,12 +243,16 @@ def worker(
             raise CliError(f"--lease-ttl must be a number of seconds > 0, got {lease_ttl}")
         limits = dict(parse_limit(text) for text in cluster_limit or ())
         rates = dict(parse_rate_option(text) for text in rate_limit or ())
+        pool = parse_pool_options(
+            names=names, tags=tags, exclude_tags=exclude_tags, versions=versions
+        )
         formats = check_log_options(log_format, log_level)
         settings = WorkerSettings(
             max_parallel=max_parallel,
             grace=grace,
             cluster_limits=limits,
             rate_limits=rates,
+            pool=pool,
             lease_ttl=lease_ttl,
             poll_interval=check_poll_interval(poll_interval),
             metrics=check_endpoint("--metrics-port", metrics_host, metrics_port),

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from chongming.cli.session import CliError, Options, open_cli_store
 from chongming.cli.task_modules import register_tasks
+from chongming.controller.pools import WorkerPool
 from chongming.logs.formats import LogFormat, install_handler, json_line, parse_log_format
 from chongming.logs.formats import parse_log_level as parse_level
 from chongming.logs.records import RedactingFilter
@@ -80,6 +81,7 @@ class WorkerSettings:
     grace: float = 30.0
     cluster_limits: Mapping[str, int] = dataclasses.field(default_factory=dict)
     rate_limits: Mapping[str, RateLimit] = dataclasses.field(default_factory=dict)
+    pool: WorkerPool = dataclasses.field(default_factory=WorkerPool)
     lease_ttl: float = 30.0
     poll_interval: float = POLL_INTERVAL
     metrics: Endpoint | None = None
@@ -141,6 +143,7 @@ def startup_fields(
         "max_parallel": settings.max_parallel,
         "cluster_limits": dict(sorted(settings.cluster_limits.items())),
         "rate_limits": {name: str(rate) for name, rate in sorted(settings.rate_limits.items())},
+        "pool": settings.pool.describe() or None,
         "lease_ttl": settings.lease_ttl,
         "poll_interval": settings.poll_interval,
         "reconcile_interval": controller.reconcile_interval,
@@ -160,6 +163,8 @@ def startup_text(fields: Mapping[str, Any]) -> str:
     limits = ", ".join(f"{k}={v}" for k, v in fields["cluster_limits"].items()) or "none"
     rates = ", ".join(f"{k}={v}" for k, v in fields.get("rate_limits", {}).items())
     rates = f"rate limits {rates}; " if rates else ""  # named only when set
+    if fields.get("pool"):
+        rates += f"pool {fields['pool']}; "
     buckets = (
         f"all {fields['num_buckets']}"
         if fields["owned_buckets"] is None
@@ -243,6 +248,7 @@ async def _serve(options: Options, module: ModuleType, settings: WorkerSettings)
                 max_parallel=settings.max_parallel,
                 cluster_limits=settings.cluster_limits,
                 rate_limits=settings.rate_limits,
+                pool=settings.pool,
                 lease_ttl=settings.lease_ttl,
                 poll_interval=settings.poll_interval,
                 work=True,

@@ -39,7 +39,6 @@ from chongming.controller.enqueue import (
 from chongming.controller.host import ControllerHost
 from chongming.controller.observers import Observer, wire
 from chongming.controller.plane_calls import PlaneCalls, check_facts, send_facts
-from chongming.controller.rates import check_rate_limits, check_rate_store
 from chongming.controller.statistics import ControllerStats, count_tasks, local_totals
 from chongming.controller.support import (
     all_done,
@@ -50,6 +49,7 @@ from chongming.controller.support import (
 )
 from chongming.controller.support import owned_buckets as check_owned
 from chongming.controller.worker import Worker, worker_of
+from chongming.controller.worker_options import RateLimit, WorkerPool, check_worker_options
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -80,7 +80,6 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
 from chongming.stores.nodes import Command, CommandKind
-from chongming.stores.rates import RateLimit
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, durable_needs_store
 
@@ -120,6 +119,7 @@ class Controller(PlaneCalls, EnqueueMany):
         resource_limits: Mapping[str, int] | None = None,
         cluster_limits: Mapping[str, int] | None = None,
         rate_limits: Mapping[str, str | RateLimit] | None = None,
+        pool: WorkerPool | None = None,
         num_buckets: int = 64,
         owner: str | None = None,
         owned_buckets: Iterable[int] | None = None,
@@ -175,7 +175,7 @@ class Controller(PlaneCalls, EnqueueMany):
             else check_seconds("Controller", "reconcile_interval", reconcile_interval)
         )
         self.cluster_limits = check_cluster_limits(cluster_limits)
-        self.rate_limits = check_rate_limits(rate_limits)
+        self.worker_options = check_worker_options(rate_limits, pool, work=work)
         self._host = ControllerHost(
             self.limits,
             executor=executor,
@@ -212,12 +212,7 @@ class Controller(PlaneCalls, EnqueueMany):
         self._cluster = cluster_slots_for(
             self.cluster_limits, plane=plane, host=self._host, poll_interval=self.poll_interval
         )
-        check_rate_store(self.rate_limits, None if plane is None else plane.store, work)
-        if work:
-            if self._plane is None:
-                raise ConfigurationError("work=True needs a store: Controller(store=...)")
-            withheld = None if self._cluster is None else self._cluster.blocked
-            self._worker = worker_of(self, self._plane, self._host, withheld, self.rate_limits)
+        self._worker = worker_of(self, plane, self._host, self._cluster) if work else None
         self._pipelines = LivePipelines()
         self._observers = wire(observers, self.owner, self._host, self._plane)  # metrics, traces
 

@@ -36,14 +36,7 @@ def check_rate_limits(limits: object) -> dict[str, RateLimit]:
     return checked
 
 
-def check_rate_store(limits: Mapping[str, RateLimit], store: TaskStore | None, work: bool) -> None:
-    """Rate limits are decided by a shared store, for the tasks a worker claims."""
-    if not limits:
-        return
-    if store is None or not work:
-        raise ConfigurationError(
-            "rate_limits govern the tasks a worker claims from a shared store: "
-            "Controller(store=..., work=True, rate_limits=...)"
-        )
-    if type(store).take_rate_grants is TaskStore.take_rate_grants:
+def check_rate_store(limits: Mapping[str, RateLimit], store: TaskStore) -> None:
+    """Rate limits are decided by the shared store: it must have them."""
+    if limits and type(store).take_rate_grants is TaskStore.take_rate_grants:
         raise ConfigurationError(f"{type(store).__name__} has no cluster-wide rate limits")

@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING, TypeVar
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
 from chongming.control.rate_gate import RateGate
-from chongming.errors import ChongmingError, StoreUnavailable, VersionConflict
+from chongming.controller.pools import WorkerPool
+from chongming.controller.rates import check_rate_store
+from chongming.errors import (
+    ChongmingError,
+    ConfigurationError,
+    StoreUnavailable,
+    VersionConflict,
+)
 from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
 from chongming.state.records import Failure, FailureKind, TaskSnapshot, Transition
@@ -50,6 +57,7 @@ from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec
 
 if TYPE_CHECKING:
+    from chongming.control.cluster_slots import ClusterSlots
     from chongming.control.plane import ControlPlane
     from chongming.controller.controller import Controller
     from chongming.controller.host import ControllerHost
@@ -85,8 +93,10 @@ class Worker:
         unlimited: bool = False,
         clock: Clock | None = None,
         rate_limits: Mapping[str, RateLimit] | None = None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self._plane = plane
+        self._pool = pool or WorkerPool()
         self._rates = (
             RateGate(plane.store, rate_limits, wake=self.wake, poll_interval=poll_interval)
             if rate_limits
@@ -118,6 +128,7 @@ class Worker:
             exclude_tags=self._excluded_by(exclude_tags),
             start_at=self.start_at,
             adopt_started=self.adopt_started,
+            tags=self._pool.tags,
         )
 
     @property
@@ -209,9 +220,9 @@ class Worker:
             _log.warning("could not give %r back to the queue: %s", run.task_id, error)
 
     def serves(self) -> Serves:
-        """Every registered name with the versions registered for it."""
+        """Every registered name with the versions registered for it, within the pool."""
         registry = self._registry
-        return {name: registry.versions(name) for name in registry.names}
+        return self._pool.restrict({name: registry.versions(name) for name in registry.names})
 
     def claimable(self) -> Serves:
         """What to claim now: what it serves, less the registrations whose tags are withheld.
@@ -263,16 +274,17 @@ class Worker:
     def _excluded_by(
         self, exclude_tags: Callable[[], Collection[str]] | None
     ) -> Callable[[], Collection[str]] | None:
-        """What a claim leaves alone: ``exclude_tags``, and rate-limited tags not due yet."""
-        rates = self._rates
-        if rates is None:
+        """What a claim leaves alone: ``exclude_tags``, the pool's excluded tags, and
+        rate-limited tags whose next grant is not due yet."""
+        rates, pool = self._rates, self._pool.excluded
+        if rates is None and not pool:
             return exclude_tags
 
         def excluded() -> Collection[str]:
-            blocked = rates.blocked()
+            left = pool if rates is None else pool | rates.blocked()
             if exclude_tags is None:
-                return blocked
-            return blocked | frozenset(exclude_tags())
+                return left
+            return left | frozenset(exclude_tags())
 
         return excluded
 
@@ -524,12 +536,16 @@ def claimed_run(
 
 def worker_of(
     controller: Controller,
-    plane: ControlPlane,
+    plane: ControlPlane | None,
     host: ControllerHost,
-    withheld: Callable[[], frozenset[str]] | None,
-    rate_limits: Mapping[str, RateLimit] | None = None,
+    cluster: ClusterSlots | None,
 ) -> Worker:
     """The worker half of ``controller`` (``work=True``), wired to its plane and host."""
+    if plane is None:
+        raise ConfigurationError("work=True needs a store: Controller(store=...)")
+    options = controller.worker_options
+    check_rate_store(options.rate_limits, plane.store)
+    withheld = None if cluster is None else cluster.blocked
     limits = controller.limits
     return Worker(
         plane,
@@ -556,5 +572,6 @@ def worker_of(
             and not controller.cluster_limits
         ),
         clock=controller.clock,
-        rate_limits=rate_limits,
+        rate_limits=options.rate_limits,
+        pool=options.pool,
     )
