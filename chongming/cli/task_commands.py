@@ -190,6 +190,14 @@ def worker(
             "--versions", help="name@2,name@3: of these names, claim only these versions."
         ),
     ] = None,
+    age_step: Annotated[
+        float,
+        typer.Option(
+            "--age-step",
+            help="Seconds of waiting worth one priority level, e.g. 60 (0, the default: "
+            "strict priority, no aging).",
+        ),
+    ] = 0.0,
     lease_ttl: Annotated[
         float,
         typer.Option(
@@ -244,7 +252,7 @@ def worker(
         limits = dict(parse_limit(text) for text in cluster_limit or ())
         rates = dict(parse_rate_option(text) for text in rate_limit or ())
         pool = parse_pool_options(
-            names=names, tags=tags, exclude_tags=exclude_tags, versions=versions
+            names=names, tags=tags, exclude_tags=exclude_tags, versions=versions, age_step=age_step
         )
         formats = check_log_options(log_format, log_level)
         settings = WorkerSettings(

@@ -22,7 +22,12 @@ def parse_rate_option(text: str) -> tuple[str, RateLimit]:
 
 
 def parse_pool_options(
-    *, names: str | None, tags: str | None, exclude_tags: str | None, versions: str | None
+    *,
+    names: str | None,
+    tags: str | None,
+    exclude_tags: str | None,
+    versions: str | None,
+    age_step: float = 0.0,
 ) -> WorkerPool:
     """``--names a,b --tags t --exclude-tags u --versions name@2`` as a pool; else a CliError."""
     given = {"names": names, "tags": tags, "exclude_tags": exclude_tags, "versions": versions}
@@ -31,7 +36,7 @@ def parse_pool_options(
         for field, text in given.items()
     }
     try:
-        return check_pool(**split)
+        return check_pool(**split, age_step=None if age_step == 0 else age_step)
     except ConfigurationError as error:
         field = str(error).split(" ", 1)[0].rstrip(":")
         option = "--" + field.replace("_", "-")

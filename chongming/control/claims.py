@@ -48,10 +48,14 @@ class ClaimLoop:
         start_at: Callable[[], datetime | None] | None = None,
         adopt_started: Callable[[list[ClaimedTask]], Awaitable[None]] | None = None,
         tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> None:
         self._store = store
-        #: A pool's tags: only tasks carrying one of them (passed only when set).
-        self._pool: dict[str, Collection[str]] = {} if tags is None else {"tags": tags}
+        #: A pool's tags (only tasks carrying one of them) and its aging step: passed
+        #: only when set, so a store from before pools still serves a worker without.
+        self._pool: dict[str, Any] = {} if tags is None else {"tags": tags}
+        if age_step is not None:
+            self._pool["age_step"] = age_step
         self._exclude_tags = exclude_tags
         # A time from start_at: this claim also starts what it takes (adopt_started gets it).
         self._start_at = start_at if adopt_started is not None else None

@@ -19,7 +19,10 @@ by the two sides disagreeing: a pool's ``tags`` and the rest's
 ``exclude_tags`` read the same stored tags.
 
 Within a pool the claim order is the store's: higher priority first, then
-the oldest (see docs/pools.md).
+the oldest. With ``age_step`` (seconds, off by default) it is by *effective*
+priority ``priority + floor(waited / age_step)``, then the oldest, so a task
+gains a level per step it waits and a flood of higher priority work cannot
+starve it forever (see docs/pools.md).
 """
 
 from __future__ import annotations
@@ -30,9 +33,13 @@ from collections.abc import Collection, Mapping
 
 from chongming.errors import ConfigurationError, PayloadError
 from chongming.state.payload import valid_version
-from chongming.stores.queue import Serves, check_exclude_tags
+from chongming.stores.queue import Serves, check_age_step, check_exclude_tags
 
-__all__ = ["WorkerPool", "check_pool", "parse_versions"]
+__all__ = ["AGE_STEP", "WorkerPool", "check_pool", "parse_versions"]
+
+#: What the docs suggest for a pool with mixed priorities: one level per minute waited.
+#: Off by default, so a worker's claim keeps the strict statement (and its speed).
+AGE_STEP: float | None = None
 
 _VERSIONED = re.compile(r"^(?P<name>.+)@(?P<version>[0-9]+)$")
 
@@ -51,6 +58,8 @@ class WorkerPool:
     tags: Collection[str] | None = None
     exclude_tags: Collection[str] | None = None
     versions: Collection[str] | None = None
+    #: Seconds of waiting worth one priority level (``None``: strict priority, never aged).
+    age_step: float | None = AGE_STEP
     #: ``versions`` read: name -> the versions of it this worker claims.
     pinned: Mapping[str, frozenset[int]] | None = dataclasses.field(
         init=False, default=None, repr=False, compare=False
@@ -91,6 +100,8 @@ class WorkerPool:
             parts.append("tags " + ",".join(sorted(self.tags)))
         if self.exclude_tags is not None:
             parts.append("excluding tags " + ",".join(sorted(self.exclude_tags)))
+        if self.age_step != AGE_STEP:
+            parts.append(f"aging every {self.age_step:g}s")
         return "; ".join(parts)
 
 
@@ -125,6 +136,7 @@ def check_pool(
     tags: object = None,
     exclude_tags: object = None,
     versions: object = None,
+    age_step: object = AGE_STEP,
 ) -> WorkerPool:
     """``WorkerPool(...)`` from values of any type; every fault a :class:`ConfigurationError`.
 
@@ -138,6 +150,7 @@ def check_pool(
         tags=tags,  # type: ignore[arg-type]
         exclude_tags=exclude_tags,  # type: ignore[arg-type]
         versions=versions,  # type: ignore[arg-type]
+        age_step=age_step,  # type: ignore[arg-type]
     )
 
 
@@ -159,12 +172,16 @@ def _checked(pool: WorkerPool) -> dict[str, object]:
         checked["tags"] = _tag_set(pool.tags, "tags")
     if pool.exclude_tags is not None:
         checked["exclude_tags"] = _tag_set(pool.exclude_tags, "exclude_tags")
+    try:
+        checked["age_step"] = check_age_step(pool.age_step)
+    except PayloadError as error:
+        raise ConfigurationError(str(error)) from None
     if pool.versions is not None:
         pinned = parse_versions(pool.versions)
         checked["versions"] = frozenset(f"{n}@{v}" for n, vs in pinned.items() for v in vs)
         checked["pinned"] = pinned
     for field, value in checked.items():
-        if not value:
+        if not value and field != "age_step":
             what = {"names": "name", "versions": "version"}.get(field, "tag")
             raise ConfigurationError(
                 f"{field} is empty: a pool filter must name at least one {what} "

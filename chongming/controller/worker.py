@@ -129,6 +129,7 @@ class Worker:
             start_at=self.start_at,
             adopt_started=self.adopt_started,
             tags=self._pool.tags,
+            age_step=self._pool.age_step,
         )
 
     @property

@@ -28,11 +28,13 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.checks import check_text
 
 __all__ = [
+    "AGED_LEVELS",
     "MAX_IDEMPOTENCY_KEY",
     "MAX_TRACE_CARRIER",
     "ClaimedTask",
     "Enqueued",
     "Serves",
+    "check_age_step",
     "check_claim",
     "check_enqueued",
     "check_exclude_tags",
@@ -162,6 +164,7 @@ def check_claim(
     limit: object,
     exclude_tags: object = (),
     tags: object = None,
+    age_step: object = None,
 ) -> None:
     """The arguments of ``TaskStore.claim``, refused alike by every backend."""
     if not isinstance(owner, str) or not owner:
@@ -182,6 +185,24 @@ def check_claim(
         raise PayloadError("limit", f"must be an int >= 1, got {limit!r}")
     check_exclude_tags(exclude_tags)
     check_pool_tags(tags)
+    check_age_step(age_step)
+
+
+#: The most priority levels an aged claim ranks (the highest present).
+AGED_LEVELS = 32
+
+
+def check_age_step(step: object) -> float | None:
+    """``age_step`` of a claim: seconds per priority level gained by waiting (``None``: off)."""
+    if step is None:
+        return None
+    if (
+        isinstance(step, bool)
+        or not isinstance(step, int | float)
+        or not 0.001 <= step <= 10**9  # also refuses NaN
+    ):
+        raise PayloadError("age_step", f"must be seconds from 0.001 to 1e9, or None; got {step!r}")
+    return float(step)
 
 
 def check_exclude_tags(tags: object, what: str = "exclude_tags") -> list[str]:

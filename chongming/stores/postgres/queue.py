@@ -494,8 +494,11 @@ class QueueMethods:
         limit: int = 1,
         exclude_tags: Collection[str] = (),
         tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> list[TaskSnapshot]:
-        claimed = await self._queue.claims.claim(owner, serves, buckets, limit, exclude_tags, tags)
+        claimed = await self._queue.claims.claim(
+            owner, serves, buckets, limit, exclude_tags, tags, age_step
+        )
         for snapshot in claimed:
             self._identities.remember(snapshot)
         return claimed
@@ -509,10 +512,11 @@ class QueueMethods:
         limit: int = 1,
         exclude_tags: Collection[str] = (),
         tags: Collection[str] | None = None,
+        age_step: float | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
         claimed = await self._queue.claims.claim_started(
-            owner, serves, buckets, limit, exclude_tags, at, tags
+            owner, serves, buckets, limit, exclude_tags, at, tags, age_step
         )
         for task in claimed:
             self._identities.remember(task.snapshot)
