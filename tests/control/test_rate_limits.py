@@ -84,13 +84,26 @@ async def test_untagged_work_passes_tasks_waiting_for_a_grant(tmp_path: Path) ->
         client.register("plain", _noop)
         limited = [await client.enqueue("call_api") for _ in range(5)]
         plain = [await client.enqueue("plain") for _ in range(10)]
-        async with _worker(db, "w-0"):
+        worker = _worker(db, "w-0")
+        store = worker.store
+        assert store is not None
+        asks, take = [], store.take_rate_grants
+
+        async def counted(name: str, **options: Any) -> Any:
+            asks.append(name)
+            return await take(name, **options)
+
+        store.take_rate_grants = counted  # type: ignore[method-assign]
+        async with worker:
             for task in plain:  # not stuck behind the four that wait a minute each
                 assert (await task.wait(timeout=10)).status is TaskStatus.SUCCEEDED
             assert (await limited[0].wait(timeout=10)).status is TaskStatus.SUCCEEDED
-            await asyncio.sleep(0.3)  # a few claim rounds: the rest stays queued, unowned
+            asked = len(asks)
+            await asyncio.sleep(0.5)  # ten poll intervals: the rest stays queued, unowned
             waiting = [await client.get(task.task_id) for task in limited[1:]]
+            assert len(asks) == asked  # the next grant is a minute away: nobody asks meanwhile
     assert {(s.status, s.owner) for s in waiting if s is not None} == {(TaskStatus.QUEUED, None)}
+    assert asked <= 3  # the first grant, and the refusal that said when the next is due
 
 
 @pytest.mark.parametrize(
