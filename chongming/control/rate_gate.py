@@ -28,14 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TypeVar
 
-from chongming.errors import StoreClosed, StoreError
+from chongming.errors import ChongmingError, StoreClosed, StoreError
+from chongming.state.records import TaskSnapshot
 from chongming.stores.base import TaskStore
 from chongming.stores.rates import RateLimit
 
-__all__ = ["RateGate"]
+__all__ = ["RateGate", "claim_exclusions"]
 
 _log = logging.getLogger("chongming.control")
 _T = TypeVar("_T")
@@ -110,6 +111,26 @@ class RateGate:
         self.refused += len(refused)
         return passing, refused
 
+    async def gate(
+        self,
+        claimed: list[TaskSnapshot],
+        tags_of: Callable[[TaskSnapshot], frozenset[str]],
+        *,
+        owner: str,
+    ) -> list[TaskSnapshot]:
+        """What of a claim may start now; the rest is released to the queue at once."""
+        passing, refused = await self.admit(claimed, tags_of)
+        for task in refused:
+            task_id, version = task.task_id, task.status_version
+            try:
+                await self._store.release_claim(task_id, owner, version)
+            except ChongmingError as error:
+                # Still ours in the store: reconcile sees a dead owner's queued task.
+                _log.warning("could not give %r back to the queue: %s", task_id, error)
+        if refused:
+            self._wake()  # the room they leave goes to other work now
+        return passing
+
     async def _take(self, tag: str, want: int) -> int:
         loop = asyncio.get_running_loop()
         try:
@@ -146,3 +167,20 @@ class RateGate:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def claim_exclusions(
+    given: Callable[[], Collection[str]] | None,
+    fixed: frozenset[str],
+    rates: RateGate | None,
+) -> Callable[[], Collection[str]] | None:
+    """What a worker's claim leaves alone: ``given`` (cluster limits), a pool's ``fixed``
+    excluded tags, and the rate-limited tags whose next grant is not due yet."""
+    if rates is None and not fixed:
+        return given
+
+    def excluded() -> Collection[str]:
+        left = fixed if rates is None else fixed | rates.blocked()
+        return left if given is None else left | frozenset(given())
+
+    return excluded

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
-from chongming.control.rate_gate import RateGate
+from chongming.control.rate_gate import RateGate, claim_exclusions
 from chongming.controller.pools import WorkerPool
 from chongming.controller.rates import check_rate_store
 from chongming.errors import (
@@ -125,7 +125,7 @@ class Worker:
             free_slots=self.free_slots,
             adopt=self.adopt,
             poll_interval=poll_interval,
-            exclude_tags=self._excluded_by(exclude_tags),
+            exclude_tags=claim_exclusions(exclude_tags, self._pool.excluded, self._rates),
             start_at=self.start_at,
             adopt_started=self.adopt_started,
             tags=self._pool.tags,
@@ -272,23 +272,6 @@ class Worker:
             return None
         return to_datetime(self._time())
 
-    def _excluded_by(
-        self, exclude_tags: Callable[[], Collection[str]] | None
-    ) -> Callable[[], Collection[str]] | None:
-        """What a claim leaves alone: ``exclude_tags``, the pool's excluded tags, and
-        rate-limited tags whose next grant is not due yet."""
-        rates, pool = self._rates, self._pool.excluded
-        if rates is None and not pool:
-            return exclude_tags
-
-        def excluded() -> Collection[str]:
-            left = pool if rates is None else pool | rates.blocked()
-            if exclude_tags is None:
-                return left
-            return left | frozenset(exclude_tags())
-
-        return excluded
-
     def _tags_of(self, stored: TaskSnapshot) -> frozenset[str]:
         """The tags a claimed task runs with here: its own and its registration's."""
         try:
@@ -296,28 +279,12 @@ class Worker:
         except ChongmingError:
             return stored.tags
 
-    async def _gate(self, claimed: list[TaskSnapshot]) -> list[TaskSnapshot]:
-        """What of a claim may start now by the rate limits; the rest goes back to the queue."""
-        rates = self._rates
-        if rates is None:
-            return claimed
-        passing, refused = await rates.admit(claimed, self._tags_of)
-        store = self._plane.store
-        for stored in refused:
-            try:
-                await store.release_claim(stored.task_id, self._owner, stored.status_version)
-            except ChongmingError as error:
-                # Still ours in the store: reconcile sees a dead owner's queued task.
-                _log.warning("could not give %r back to the queue: %s", stored.task_id, error)
-        if refused:
-            self._claims.wake()  # the room they leave goes to other work now
-        return passing
-
     async def adopt(self, claimed: list[TaskSnapshot]) -> None:
         """Run claimed tasks here, each continuing its stored trajectory."""
-        claimed = await self._gate(claimed)
-        if not claimed:
-            return
+        if self._rates is not None:  # what the rate limits do not let start goes back now
+            claimed = await self._rates.gate(claimed, self._tags_of, owner=self._owner)
+            if not claimed:
+                return
         store = self._plane.store
         try:
             histories = await store.histories([s.task_id for s in claimed])
