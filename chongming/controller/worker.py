@@ -97,6 +97,7 @@ class Worker:
     ) -> None:
         self._plane = plane
         self._pool = pool or WorkerPool()
+        self._requeuing: set[asyncio.Task[None]] = set()
         self._rates = (
             RateGate(plane.store, rate_limits, wake=self.wake, poll_interval=poll_interval)
             if rate_limits
@@ -143,6 +144,7 @@ class Worker:
         await self._plane.become_node()  # claims are made by a live node only
         if self._rates is not None:
             await self._rates.start()
+            self._host.on_retry = self._retry_through_queue
         self._host.on_finished = self._claims.wake
         self._host.parking = True  # a claimed durable task may park for a long sleep
         self._claims.start()
@@ -164,9 +166,12 @@ class Worker:
         instead of the closing host stopping it.
         """
         self._host.on_finished = None
+        self._host.on_retry = None
         await self._claims.aclose()
         if self._rates is not None:
             self._rates.aclose()
+        while self._requeuing:  # retries on their way back to the queue: let them land
+            await asyncio.gather(*self._requeuing, return_exceptions=True)
         store = self._plane.store
         for run in self._host.runs():
             if run.adopted is None or run.holds_slot:
@@ -189,7 +194,28 @@ class Worker:
                 # Still ours in the store: reconcile sees a dead owner's queued task.
                 _log.warning("could not give %r back to the queue: %s", run.task_id, error)
 
-    async def _hand_back_retry(self, run: TaskRun) -> None:
+    def _retry_through_queue(self, run: TaskRun) -> None:
+        """A claimed rate-limited task's retry is a start too: it goes back to the queue.
+
+        Requeued (``retry_wait -> queued``, no owner, claimable when its backoff
+        ends), the next attempt is claimed again and asks for its grant like the
+        first one, instead of restarting here past the limit.
+        """
+        rates = self._rates
+        if rates is None or run.adopted is None or not run.tags & rates.tags:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._hand_back_retry(run, "rate limited: the retry asks for its start grant again"),
+            name=f"chongming:requeue-retry {run.task_id}",
+        )
+        self._requeuing.add(task)  # owned: awaited by aclose()
+        task.add_done_callback(self._requeuing.discard)
+
+    async def _hand_back_retry(
+        self,
+        run: TaskRun,
+        reason: str = "the worker closed: the retry goes to any worker that serves it",
+    ) -> None:
         """A claimed task in ``retry_wait`` on a closing worker: back to the queue, unowned."""
         try:  # the store must hold its retry_wait before the hand-back can compare on it
             async with asyncio.timeout(HAND_BACK_WAIT):
@@ -208,7 +234,7 @@ class Worker:
             TaskStatus.QUEUED,
             trigger=Trigger.RETRY_RELEASED,
             at=now,
-            reason="the worker closed: the retry goes to any worker that serves it",
+            reason=reason,
         )
         not_before = None if due is None else to_datetime(due)
         queued = dataclasses.replace(queued, owner=None, not_before=not_before)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from chongming import ConfigurationError, Controller, TaskStatus
+from chongming import ConfigurationError, Controller, ExponentialBackoff, RetryPolicy, TaskStatus
+from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.stores.rates import RateLimit
@@ -141,3 +142,41 @@ def test_rate_limits_need_a_worker_on_a_store_that_has_them(tmp_path: Path) -> N
 
     with pytest.raises(ConfigurationError, match="NoRates has no cluster-wide rate limits"):
         Controller(store=NoRates(), work=True, rate_limits={"api": "10/s"})
+
+
+FAILS_ONCE: set[str] = set()
+
+
+async def _flaky(ctx: Any) -> str:
+    if ctx.task_id not in FAILS_ONCE:
+        FAILS_ONCE.add(ctx.task_id)
+        raise RuntimeError("the vendor said 503")
+    return "ok"
+
+
+async def test_a_retry_asks_for_its_grant_again(tmp_path: Path) -> None:
+    """A retry is a start: requeued, the next attempt waits for the limit like the first."""
+    db = tmp_path / "q.db"
+    retry = RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(base=0.01))
+    async with Controller(store=db, owner="client") as client:
+        queued = [await client.enqueue("flaky", task_id=f"f-{n}") for n in range(2)]
+        worker = _worker(db, "w-0")
+        worker.register("flaky", _flaky, tags=("api",), retry=retry)
+        store = worker.store
+        assert store is not None
+        granted, take = [], store.take_rate_grants
+
+        async def counted(name: str, **options: Any) -> Any:
+            grant = await take(name, **options)
+            granted.append(grant.granted)
+            return grant
+
+        store.take_rate_grants = counted  # type: ignore[method-assign]
+        async with worker:
+            finals = [await task.wait(timeout=30) for task in queued]
+        histories = [await client.history(task.task_id) for task in queued]
+    assert [(f.status, f.attempt) for f in finals] == [(TaskStatus.SUCCEEDED, 2)] * 2
+    assert sum(granted) == 4  # every start took a grant: two tasks, two attempts each
+    for history in histories:
+        requeued = [t for t in history if t.trigger == Trigger.RETRY_RELEASED]
+        assert len(requeued) == 1  # the retry went back to the queue, then was claimed again
