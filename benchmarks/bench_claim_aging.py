@@ -48,9 +48,7 @@ async def drain(n: int, levels: int, max_parallel: int, pool: WorkerPool) -> flo
         for first in range(0, n, 500):
             size = min(500, n - first)
             for level in range(levels):
-                await client.enqueue_many(
-                    "trivial", [((), {})] * (size // levels), priority=level
-                )
+                await client.enqueue_many("trivial", [((), {})] * (size // levels), priority=level)
         worker_store = PostgresTaskStore(DSN, schema=schema)
         worker = Controller(
             store=worker_store,
