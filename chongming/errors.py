@@ -41,6 +41,7 @@ keeps working for callers who do not know chongming::
         ├── IdempotencyConflict            a key reused with different input
         ├── FactConflict                   a fact already set to another value
         ├── UnknownClusterLimit (LookupError)  slots asked of a limit the store does not hold
+        ├── UnknownRateLimit (LookupError)  grants asked of a rate limit the store does not hold
         └── SchemaError                    the schema is newer than this code, or broken
 
 Outside the tree, a ``BaseException`` so ``except Exception`` cannot swallow it:
@@ -93,6 +94,7 @@ __all__ = [
     "TaskNotPrunable",
     "UnknownClusterLimit",
     "UnknownNode",
+    "UnknownRateLimit",
     "UnknownTask",
     "UnknownUpstream",
     "VersionConflict",
@@ -394,6 +396,17 @@ class UnknownClusterLimit(StoreError, LookupError):
         super().__init__(
             f"the store has no cluster limit {name!r}; declare it "
             "(Controller(cluster_limits={...}) or `chongming limits set`)"
+        )
+
+
+class UnknownRateLimit(StoreError, LookupError):
+    """Start grants were asked of a rate limit the store does not hold."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"the store has no rate limit {name!r}; declare it "
+            "(Controller(rate_limits={...}) or `chongming worker --rate-limit`)"
         )
 
 

@@ -48,7 +48,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
     | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
-    | {"stores.durable", "stores.retention"},
+    | {"stores.durable", "stores.rates", "stores.retention"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
@@ -199,6 +199,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
         "stores.nodes",
         "stores.queue",
         "stores.retention",
+        "stores.rates",
         "stores.writes",
     }
     assert not allows(ALLOWED["controller"], ["stores", "sqlite"])

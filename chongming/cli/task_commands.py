@@ -163,6 +163,41 @@ def worker(
             "(the store's capacity wins if it already has one; may repeat).",
         ),
     ] = None,
+    rate_limit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rate-limit",
+            help="NAME=RATE: at most RATE starts of tasks tagged NAME on the whole store, "
+            "e.g. vendor-api=10/s or 'vendor-api=600/min burst 20' (the store's limit wins "
+            "if it already has one; may repeat).",
+        ),
+    ] = None,
+    names: Annotated[
+        str | None,
+        typer.Option("--names", help="a,b: claim only these registered task names (a pool)."),
+    ] = None,
+    tags: Annotated[
+        str | None,
+        typer.Option("--tags", help="t,u: claim only tasks tagged with one of these (a pool)."),
+    ] = None,
+    exclude_tags: Annotated[
+        str | None,
+        typer.Option("--exclude-tags", help="t,u: never claim tasks tagged with one of these."),
+    ] = None,
+    versions: Annotated[
+        str | None,
+        typer.Option(
+            "--versions", help="name@2,name@3: of these names, claim only these versions."
+        ),
+    ] = None,
+    age_step: Annotated[
+        float,
+        typer.Option(
+            "--age-step",
+            help="Seconds of waiting worth one priority level, e.g. 60 (0, the default: "
+            "strict priority, no aging).",
+        ),
+    ] = 0.0,
     lease_ttl: Annotated[
         float,
         typer.Option(
@@ -212,6 +247,7 @@ def worker(
         check_poll_interval,
         run_worker,
     )
+    from chongming.cli.worker_options import parse_pool_options, parse_rate_option
     from chongming.errors import ChongmingError
 
     options = _options(ctx, False)
@@ -223,11 +259,17 @@ def worker(
         if not lease_ttl > 0:
             raise CliError(f"--lease-ttl must be a number of seconds > 0, got {lease_ttl}")
         limits = dict(parse_limit(text) for text in cluster_limit or ())
+        rates = dict(parse_rate_option(text) for text in rate_limit or ())
+        pool = parse_pool_options(
+            names=names, tags=tags, exclude_tags=exclude_tags, versions=versions, age_step=age_step
+        )
         formats = check_log_options(log_format, log_level)
         settings = WorkerSettings(
             max_parallel=max_parallel,
             grace=grace,
             cluster_limits=limits,
+            rate_limits=rates,
+            pool=pool,
             lease_ttl=lease_ttl,
             poll_interval=check_poll_interval(poll_interval),
             metrics=check_endpoint("--metrics-port", metrics_host, metrics_port),

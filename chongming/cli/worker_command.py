@@ -38,9 +38,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from chongming.cli.session import CliError, Options, open_cli_store
 from chongming.cli.task_modules import register_tasks
+from chongming.controller.pools import WorkerPool
 from chongming.logs.formats import LogFormat, install_handler, json_line, parse_log_format
 from chongming.logs.formats import parse_log_level as parse_level
 from chongming.logs.records import RedactingFilter
+from chongming.stores.rates import RateLimit
 
 if TYPE_CHECKING:
     from chongming.controller.controller import Controller
@@ -79,6 +81,8 @@ class WorkerSettings:
     max_parallel: int = 10
     grace: float = 30.0
     cluster_limits: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    rate_limits: Mapping[str, RateLimit] = dataclasses.field(default_factory=dict)
+    pool: WorkerPool = dataclasses.field(default_factory=WorkerPool)
     lease_ttl: float = 30.0
     poll_interval: float = POLL_INTERVAL
     metrics: Endpoint | None = None
@@ -140,6 +144,8 @@ def startup_fields(
         "serves": serves,
         "max_parallel": settings.max_parallel,
         "cluster_limits": dict(sorted(settings.cluster_limits.items())),
+        "rate_limits": {name: str(rate) for name, rate in sorted(settings.rate_limits.items())},
+        "pool": settings.pool.describe() or None,
         "lease_ttl": settings.lease_ttl,
         "poll_interval": settings.poll_interval,
         "reconcile_interval": controller.reconcile_interval,
@@ -157,6 +163,10 @@ def startup_fields(
 
 def startup_text(fields: Mapping[str, Any]) -> str:
     limits = ", ".join(f"{k}={v}" for k, v in fields["cluster_limits"].items()) or "none"
+    rates = ", ".join(f"{k}={v}" for k, v in fields.get("rate_limits", {}).items())
+    rates = f"rate limits {rates}; " if rates else ""  # named only when set
+    if fields.get("pool"):
+        rates += f"pool {fields['pool']}; "
     buckets = (
         f"all {fields['num_buckets']}"
         if fields["owned_buckets"] is None
@@ -165,7 +175,7 @@ def startup_text(fields: Mapping[str, Any]) -> str:
     reconcile = fields["reconcile_interval"]
     return (
         f"worker {fields['owner']} serving {', '.join(fields['serves']) or '(none)'}; "
-        f"max_parallel {fields['max_parallel']}; cluster limits {limits}; "
+        f"max_parallel {fields['max_parallel']}; cluster limits {limits}; {rates}"
         f"lease_ttl {fields['lease_ttl']:g}s; poll_interval {fields['poll_interval']:g}s; "
         f"reconcile every {'-' if reconcile is None else f'{reconcile:g}s'}; "
         f"grace {fields['grace']:g}s; buckets {buckets}; store {fields['store']}; "
@@ -239,6 +249,8 @@ async def _serve(options: Options, module: ModuleType, settings: WorkerSettings)
                 owned_buckets=options.owned_buckets,
                 max_parallel=settings.max_parallel,
                 cluster_limits=settings.cluster_limits,
+                rate_limits=settings.rate_limits,
+                pool=settings.pool,
                 lease_ttl=settings.lease_ttl,
                 poll_interval=settings.poll_interval,
                 work=True,

@@ -47,8 +47,15 @@ class ClaimLoop:
         exclude_tags: Callable[[], Collection[str]] | None = None,
         start_at: Callable[[], datetime | None] | None = None,
         adopt_started: Callable[[list[ClaimedTask]], Awaitable[None]] | None = None,
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> None:
         self._store = store
+        #: A pool's tags (only tasks carrying one of them) and its aging step: passed
+        #: only when set, so a store from before pools still serves a worker without.
+        self._pool: dict[str, Any] = {} if tags is None else {"tags": tags}
+        if age_step is not None:
+            self._pool["age_step"] = age_step
         self._exclude_tags = exclude_tags
         # A time from start_at: this claim also starts what it takes (adopt_started gets it).
         self._start_at = start_at if adopt_started is not None else None
@@ -209,10 +216,16 @@ class ClaimLoop:
         store, owner, buckets = self._store, self._owner, self._buckets
         if at is not None and self._adopt_started is not None:
             started = await store.claim_started(
-                owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded, at=at
+                owner,
+                serves=serves,
+                buckets=buckets,
+                limit=room,
+                exclude_tags=excluded,
+                at=at,
+                **self._pool,
             )
             return [], started
         plain = await store.claim(
-            owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded
+            owner, serves=serves, buckets=buckets, limit=room, exclude_tags=excluded, **self._pool
         )
         return plain, []

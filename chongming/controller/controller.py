@@ -49,6 +49,7 @@ from chongming.controller.support import (
 )
 from chongming.controller.support import owned_buckets as check_owned
 from chongming.controller.worker import Retention, Worker, check_retention, worker_of
+from chongming.controller.worker_options import RateLimit, WorkerPool, check_worker_options
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -117,6 +118,8 @@ class Controller(PlaneCalls, EnqueueMany):
         max_parallel_per_bucket: int | None = None,
         resource_limits: Mapping[str, int] | None = None,
         cluster_limits: Mapping[str, int] | None = None,
+        rate_limits: Mapping[str, str | RateLimit] | None = None,
+        pool: WorkerPool | None = None,
         num_buckets: int = 64,
         owner: str | None = None,
         owned_buckets: Iterable[int] | None = None,
@@ -173,6 +176,7 @@ class Controller(PlaneCalls, EnqueueMany):
             else check_seconds("Controller", "reconcile_interval", reconcile_interval)
         )
         self.cluster_limits = check_cluster_limits(cluster_limits)
+        self.worker_options = check_worker_options(rate_limits, pool, work=work)
         self._host = ControllerHost(
             self.limits,
             executor=executor,
@@ -203,18 +207,15 @@ class Controller(PlaneCalls, EnqueueMany):
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
         self._submitted_since_yield = 0
-        self._worker: Worker | None = None
         plane = self._plane
         self._served = None if plane is None else ServedVersions(plane.store, self.poll_interval)
         self._cluster = cluster_slots_for(
             self.cluster_limits, plane=plane, host=self._host, poll_interval=self.poll_interval
         )
         check_retention(retention, work=work)  # a worker prunes: docs/retention.md
-        if work:
-            if self._plane is None:
-                raise ConfigurationError("work=True needs a store: Controller(store=...)")
-            withheld = None if self._cluster is None else self._cluster.blocked
-            self._worker = worker_of(self, self._plane, self._host, withheld, retention)
+        self._worker: Worker | None = (
+            worker_of(self, plane, self._host, self._cluster, retention) if work else None
+        )
         self._pipelines = LivePipelines()
         self._observers = wire(observers, self.owner, self._host, self._plane)  # metrics, traces
 

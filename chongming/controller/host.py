@@ -55,6 +55,7 @@ class ControllerHost:
         "keep_finished",
         "on_demand",
         "on_finished",
+        "on_retry",
         "park_threshold",
         "parking",
         "per_status",
@@ -91,6 +92,8 @@ class ControllerHost:
         self._plane: ControlPlane | None = None
         #: Called when a run ends (a worker claims again: a slot is free).
         self.on_finished: Callable[[], None] | None = None
+        #: Called when a run enters ``retry_wait`` (a rate-limited worker requeues the retry).
+        self.on_retry: Callable[[TaskRun], None] | None = None
         #: True on a worker: a claimed durable task may park (a long sleep) and be let go.
         self.parking = False
         #: A durable sleep or fact wait with this long (seconds) or more to go parks.
@@ -242,6 +245,8 @@ class ControllerHost:
             plane.record(run)
         if run.status in _TERMINAL:
             self.retire(run)
+        elif run.status is TaskStatus.RETRY_WAIT and self.on_retry is not None:
+            self.on_retry(run)  # type: ignore[arg-type]  # a HostedRun here is a TaskRun
         observer = self._observer
         if observer is not None:
             observer.transition(run, previous)

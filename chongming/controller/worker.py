@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING, TypeVar
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
 from chongming.control.pruner import BackgroundPruner, check_retention, pruner_for
-from chongming.errors import ChongmingError, StoreUnavailable, VersionConflict
+from chongming.control.rate_gate import RateGate, claim_exclusions
+from chongming.controller.pools import WorkerPool
+from chongming.controller.rates import check_rate_store
+from chongming.errors import (
+    ChongmingError,
+    ConfigurationError,
+    StoreUnavailable,
+    VersionConflict,
+)
 from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
 from chongming.state.records import Failure, FailureKind, TaskSnapshot, Transition
@@ -45,11 +53,13 @@ from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.queue import ClaimedTask, Serves
+from chongming.stores.rates import RateLimit
 from chongming.stores.retention import Retention
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec
 
 if TYPE_CHECKING:
+    from chongming.control.cluster_slots import ClusterSlots
     from chongming.control.plane import ControlPlane
     from chongming.controller.controller import Controller
     from chongming.controller.host import ControllerHost
@@ -85,11 +95,24 @@ class Worker:
         unlimited: bool = False,
         clock: Clock | None = None,
         pruner: BackgroundPruner | None = None,
+        rate_limits: Mapping[str, RateLimit] | None = None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self._plane = plane
+        self._pool = pool or WorkerPool()
+        self._requeuing: set[asyncio.Task[None]] = set()
+        self._rates = (
+            RateGate(plane.store, rate_limits, wake=self.wake, poll_interval=poll_interval)
+            if rate_limits
+            else None
+        )
         # Claim ``starting`` only when admission launches at once (see the module docstring).
         store = plane.store
-        self._starts = unlimited and type(store).claim_started is not TaskStore.claim_started
+        self._starts = (
+            unlimited
+            and self._rates is None
+            and type(store).claim_started is not TaskStore.claim_started
+        )
         self._time = time.time if clock is None or clock is SYSTEM_CLOCK else clock.time
         self._withheld = withheld
         self._host = host
@@ -107,9 +130,11 @@ class Worker:
             free_slots=self.free_slots,
             adopt=self.adopt,
             poll_interval=poll_interval,
-            exclude_tags=exclude_tags,
+            exclude_tags=claim_exclusions(exclude_tags, self._pool.excluded, self._rates),
             start_at=self.start_at,
             adopt_started=self.adopt_started,
+            tags=self._pool.tags,
+            age_step=self._pool.age_step,
         )
 
     @property
@@ -121,6 +146,9 @@ class Worker:
         self._plane.node.serves = self.served_names  # published in the node row
         self._plane.max_resumes_of = self.max_resumes_of  # reconcile knows durable tasks
         await self._plane.become_node()  # claims are made by a live node only
+        if self._rates is not None:
+            await self._rates.start()
+            self._host.on_retry = self._retry_through_queue
         self._host.on_finished = self._claims.wake
         self._host.parking = True  # a claimed durable task may park for a long sleep
         self._claims.start()
@@ -146,7 +174,12 @@ class Worker:
         self._host.on_finished = None
         if self._pruner is not None:
             await self._pruner.aclose()
+        self._host.on_retry = None
         await self._claims.aclose()
+        if self._rates is not None:
+            self._rates.aclose()
+        while self._requeuing:  # retries on their way back to the queue: let them land
+            await asyncio.gather(*self._requeuing, return_exceptions=True)
         store = self._plane.store
         for run in self._host.runs():
             if run.adopted is None or run.holds_slot:
@@ -169,7 +202,28 @@ class Worker:
                 # Still ours in the store: reconcile sees a dead owner's queued task.
                 _log.warning("could not give %r back to the queue: %s", run.task_id, error)
 
-    async def _hand_back_retry(self, run: TaskRun) -> None:
+    def _retry_through_queue(self, run: TaskRun) -> None:
+        """A claimed rate-limited task's retry is a start too: it goes back to the queue.
+
+        Requeued (``retry_wait -> queued``, no owner, claimable when its backoff
+        ends), the next attempt is claimed again and asks for its grant like the
+        first one, instead of restarting here past the limit.
+        """
+        rates = self._rates
+        if rates is None or run.adopted is None or not run.tags & rates.tags:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._hand_back_retry(run, "rate limited: the retry asks for its start grant again"),
+            name=f"chongming:requeue-retry {run.task_id}",
+        )
+        self._requeuing.add(task)  # owned: awaited by aclose()
+        task.add_done_callback(self._requeuing.discard)
+
+    async def _hand_back_retry(
+        self,
+        run: TaskRun,
+        reason: str = "the worker closed: the retry goes to any worker that serves it",
+    ) -> None:
         """A claimed task in ``retry_wait`` on a closing worker: back to the queue, unowned."""
         try:  # the store must hold its retry_wait before the hand-back can compare on it
             async with asyncio.timeout(HAND_BACK_WAIT):
@@ -188,7 +242,7 @@ class Worker:
             TaskStatus.QUEUED,
             trigger=Trigger.RETRY_RELEASED,
             at=now,
-            reason="the worker closed: the retry goes to any worker that serves it",
+            reason=reason,
         )
         not_before = None if due is None else to_datetime(due)
         queued = dataclasses.replace(queued, owner=None, not_before=not_before)
@@ -201,9 +255,9 @@ class Worker:
             _log.warning("could not give %r back to the queue: %s", run.task_id, error)
 
     def serves(self) -> Serves:
-        """Every registered name with the versions registered for it."""
+        """Every registered name with the versions registered for it, within the pool."""
         registry = self._registry
-        return {name: registry.versions(name) for name in registry.names}
+        return self._pool.restrict({name: registry.versions(name) for name in registry.names})
 
     def claimable(self) -> Serves:
         """What to claim now: what it serves, less the registrations whose tags are withheld.
@@ -213,6 +267,8 @@ class Worker:
         """
         serves = self.serves()
         withheld = self._withheld() if self._withheld is not None else frozenset()
+        if self._rates is not None:
+            withheld |= self._rates.blocked()
         if not withheld:
             return serves
         registry = self._registry
@@ -250,8 +306,19 @@ class Worker:
             return None
         return to_datetime(self._time())
 
+    def _tags_of(self, stored: TaskSnapshot) -> frozenset[str]:
+        """The tags a claimed task runs with here: its own and its registration's."""
+        try:
+            return stored.tags | self._registry.get(stored.name, stored.version).tags
+        except ChongmingError:
+            return stored.tags
+
     async def adopt(self, claimed: list[TaskSnapshot]) -> None:
         """Run claimed tasks here, each continuing its stored trajectory."""
+        if self._rates is not None:  # what the rate limits do not let start goes back now
+            claimed = await self._rates.gate(claimed, self._tags_of, owner=self._owner)
+            if not claimed:
+                return
         store = self._plane.store
         try:
             histories = await store.histories([s.task_id for s in claimed])
@@ -471,12 +538,17 @@ def claimed_run(
 
 def worker_of(
     controller: Controller,
-    plane: ControlPlane,
+    plane: ControlPlane | None,
     host: ControllerHost,
-    withheld: Callable[[], frozenset[str]] | None,
+    cluster: ClusterSlots | None,
     retention: Retention | None = None,
 ) -> Worker:
     """The worker half of ``controller`` (``work=True``), wired to its plane and host."""
+    if plane is None:
+        raise ConfigurationError("work=True needs a store: Controller(store=...)")
+    options = controller.worker_options
+    check_rate_store(options.rate_limits, plane.store)
+    withheld = None if cluster is None else cluster.blocked
     limits = controller.limits
     return Worker(
         plane,
@@ -504,4 +576,6 @@ def worker_of(
         ),
         clock=controller.clock,
         pruner=pruner_for(retention, plane.store, clock=controller.clock),
+        rate_limits=options.rate_limits,
+        pool=options.pool,
     )

@@ -41,6 +41,7 @@ from chongming.stores.ports.core import CoreStore, count_key, is_stored
 from chongming.stores.ports.durable import DurableStore
 from chongming.stores.ports.limits import ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore
+from chongming.stores.ports.rates import RateLimitStore
 from chongming.stores.ports.retention import RetentionStore
 
 __all__ = [
@@ -59,6 +60,7 @@ class TaskStore(
     QueueStore,
     CarrierStore,
     ClusterLimitStore,
+    RateLimitStore,
     DurableStore,
     RetentionStore,
 ):

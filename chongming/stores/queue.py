@@ -28,15 +28,18 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.checks import check_text
 
 __all__ = [
+    "AGED_LEVELS",
     "MAX_IDEMPOTENCY_KEY",
     "MAX_TRACE_CARRIER",
     "ClaimedTask",
     "Enqueued",
     "Serves",
+    "check_age_step",
     "check_claim",
     "check_enqueued",
     "check_exclude_tags",
     "check_idempotency_key",
+    "check_pool_tags",
     "check_trace_carrier",
     "decode_trace_carrier",
     "encode_trace_carrier",
@@ -155,7 +158,13 @@ def input_digest(snapshot: TaskSnapshot) -> str:
 
 
 def check_claim(
-    owner: object, serves: object, buckets: object, limit: object, exclude_tags: object = ()
+    owner: object,
+    serves: object,
+    buckets: object,
+    limit: object,
+    exclude_tags: object = (),
+    tags: object = None,
+    age_step: object = None,
 ) -> None:
     """The arguments of ``TaskStore.claim``, refused alike by every backend."""
     if not isinstance(owner, str) or not owner:
@@ -175,19 +184,50 @@ def check_claim(
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise PayloadError("limit", f"must be an int >= 1, got {limit!r}")
     check_exclude_tags(exclude_tags)
+    check_pool_tags(tags)
+    check_age_step(age_step)
 
 
-def check_exclude_tags(tags: object) -> list[str]:
+#: The most priority levels an aged claim ranks (the highest present).
+AGED_LEVELS = 32
+
+
+def check_age_step(step: object) -> float | None:
+    """``age_step`` of a claim: seconds per priority level gained by waiting (``None``: off)."""
+    if step is None:
+        return None
+    if (
+        isinstance(step, bool)
+        or not isinstance(step, int | float)
+        or not 0.001 <= step <= 10**9  # also refuses NaN
+    ):
+        raise PayloadError("age_step", f"must be seconds from 0.001 to 1e9, or None; got {step!r}")
+    return float(step)
+
+
+def check_exclude_tags(tags: object, what: str = "exclude_tags") -> list[str]:
     """``exclude_tags`` of a claim as a sorted list: non-empty strings, never a bare string."""
     if isinstance(tags, str) or not isinstance(tags, Collection):
-        raise PayloadError(
-            "exclude_tags", f"must be a collection of tag strings, got {type(tags).__name__}"
-        )
+        raise PayloadError(what, f"must be a collection of tag strings, got {type(tags).__name__}")
     for tag in tags:
         if not isinstance(tag, str) or not tag:
-            raise PayloadError("exclude_tags", f"tags are non-empty strings, got {tag!r}")
-        check_text(tag, "exclude_tags")
+            raise PayloadError(what, f"tags are non-empty strings, got {tag!r}")
+        check_text(tag, what)
     return sorted(set(tags))
+
+
+def check_pool_tags(tags: object) -> list[str] | None:
+    """``tags`` of a claim (a pool: one of them must be on the task), sorted; ``None``: any.
+
+    An empty collection is refused: it would match nothing, so the worker
+    would claim nothing and say nothing about why.
+    """
+    if tags is None:
+        return None
+    checked = check_exclude_tags(tags, "tags")
+    if not checked:
+        raise PayloadError("tags", "must name at least one tag (None: claim whatever it serves)")
+    return checked
 
 
 def _all_ints(values: object) -> bool:

@@ -10,6 +10,8 @@ from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    PoolClaimContract,
+    RateLimitContract,
     RetentionContract,
     StoreContract,
     TraceCarrierContract,
@@ -30,7 +32,13 @@ class ManualClock:
 
 
 class TestInMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RetentionContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RateLimitContract,
+    PoolClaimContract,
+    RetentionContract,
 ):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5

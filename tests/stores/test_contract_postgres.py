@@ -8,6 +8,8 @@ from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    PoolClaimContract,
+    RateLimitContract,
     RetentionContract,
     StoreContract,
     TraceCarrierContract,
@@ -18,7 +20,13 @@ pytestmark = pytest.mark.postgres
 
 
 class TestPostgresContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RetentionContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RateLimitContract,
+    PoolClaimContract,
+    RetentionContract,
 ):
     """Real clock (the server's): short leases still expire within the wait bound."""
 

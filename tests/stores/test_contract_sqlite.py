@@ -11,6 +11,8 @@ from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    PoolClaimContract,
+    RateLimitContract,
     RetentionContract,
     StoreContract,
     TraceCarrierContract,
@@ -18,7 +20,13 @@ from chongming.testing.store_contract import (
 
 
 class TestSqliteFileContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RetentionContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RateLimitContract,
+    PoolClaimContract,
+    RetentionContract,
 ):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
@@ -29,7 +37,13 @@ class TestSqliteFileContract(
 
 
 class TestSqliteMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, RetentionContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RateLimitContract,
+    PoolClaimContract,
+    RetentionContract,
 ):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

@@ -99,6 +99,8 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
         "durable_facts",
         "durable_effects",
         "trace_carriers",
+        "rate_limits",
+        "rate_grants",
     }
     assert {"tasks_bucket_idx", "tasks_owner_idx", "tasks_name_idx"} <= indexes
     assert "tasks_status_idx" not in indexes  # tasks_counts_idx leads with status (0010)
@@ -110,7 +112,7 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
         assert kinds[column] == "jsonb", column
     assert kinds["created_at"] == "timestamp with time zone"
     assert "tasks_finished_idx" in indexes  # retention's pick (*_retention)
-    assert version == SCHEMA_VERSION
+    assert version == SCHEMA_VERSION  # the last migration (numbered 1..n, no gap)
 
 
 async def test_concurrent_first_connects_all_succeed(factory: PgStoreFactory) -> None:

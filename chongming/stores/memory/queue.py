@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -16,6 +17,7 @@ from chongming.stores.memory.state import MemoryState
 from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.queue import QueueStore
 from chongming.stores.queue import (
+    AGED_LEVELS,
     ClaimedTask,
     Enqueued,
     Serves,
@@ -27,6 +29,24 @@ from chongming.stores.queue import (
 from chongming.stores.stored import as_stored
 
 __all__ = ["QueueOnMemory"]
+
+
+def aged(candidates: list[TaskSnapshot], now: datetime, step: float) -> list[TaskSnapshot]:
+    """Claimable tasks (in claim order) by effective priority, as an aged claim ranks them.
+
+    Like the SQL stores: only the :data:`AGED_LEVELS` highest priority levels
+    are ranked; the levels below keep their place after them.
+    """
+    levels = sorted({task.priority for task in candidates}, reverse=True)[:AGED_LEVELS]
+    ranked = [task for task in candidates if task.priority >= levels[-1]] if levels else []
+    rest = candidates[len(ranked) :]
+
+    def effective(task: TaskSnapshot) -> tuple[int, datetime, str]:
+        queued = task.queued_at or task.created_at
+        waited = (now - queued).total_seconds()
+        return (-(task.priority + math.floor(waited / step)), queued, task.task_id)
+
+    return sorted(ranked, key=effective) + rest
 
 
 class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
@@ -80,12 +100,15 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> list[TaskSnapshot]:
         self._check_open()
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags, age_step)
         now = self._now()
         chosen = None if buckets is None else frozenset(buckets)
         excluded = frozenset(exclude_tags)
+        pool = None if tags is None else frozenset(tags)
 
         def claimable(task: TaskSnapshot) -> bool:
             if task.status is not TaskStatus.QUEUED or task.owner is not None:
@@ -96,13 +119,18 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
                 return False
             if not excluded.isdisjoint(task.tags):
                 return False
+            if pool is not None and pool.isdisjoint(task.tags):
+                return False
             versions = serves.get(task.name)
             return versions is not None and (task.version is None or task.version in versions)
 
         def order(task: TaskSnapshot) -> tuple[int, datetime, str]:
             return (-task.priority, task.queued_at or task.created_at, task.task_id)
 
-        taken = sorted(filter(claimable, self._tasks.values()), key=order)[:limit]
+        candidates = sorted(filter(claimable, self._tasks.values()), key=order)
+        if age_step is not None:
+            candidates = aged(candidates, now, age_step)
+        taken = candidates[:limit]
         claimed = []
         for task in taken:
             mine = dataclasses.replace(task, owner=owner)
@@ -118,11 +146,19 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
         at = check_time(at, "at").astimezone(UTC)
         claimed = await self.claim(
-            owner, serves=serves, buckets=buckets, limit=limit, exclude_tags=exclude_tags
+            owner,
+            serves=serves,
+            buckets=buckets,
+            limit=limit,
+            exclude_tags=exclude_tags,
+            tags=tags,
+            age_step=age_step,
         )
         started = []
         for task in claimed:  # nothing awaited since the claim took them: one atomic step

@@ -12,6 +12,7 @@ from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.durable import DurableRun, Fact, StepRecord
 from chongming.stores.nodes import Command, NodeRecord
+from chongming.stores.rates import RateLimit
 from chongming.stores.stored import utc_transition
 
 __all__ = ["MemoryState"]
@@ -45,6 +46,8 @@ class MemoryState:
         self._outcomes: dict[str, tuple[str | None, datetime]] = {}
         self._cluster_limits: dict[str, int] = {}
         self._slots: dict[tuple[str, str], tuple[str, int]] = {}  # (limit, owner) -> (inc, held)
+        self._rate_limits: dict[str, RateLimit] = {}
+        self._rate_tats: dict[tuple[str, str], float] = {}  # (limit, key) -> its TAT
         self._runs: dict[str, DurableRun] = {}
         self._steps: dict[str, dict[tuple[str, int], StepRecord]] = {}
         self._facts: dict[str, dict[str, Fact]] = {}

@@ -20,6 +20,7 @@ from chongming.stores.memory.core import CoreOnMemory
 from chongming.stores.memory.durable import DurableOnMemory
 from chongming.stores.memory.limits import ClusterLimitsOnMemory
 from chongming.stores.memory.queue import QueueOnMemory
+from chongming.stores.memory.rates import RateLimitsOnMemory
 from chongming.stores.memory.retention import RetentionOnMemory
 
 __all__ = ["InMemoryTaskStore"]
@@ -30,6 +31,7 @@ class InMemoryTaskStore(
     CommandsOnMemory,
     QueueOnMemory,
     ClusterLimitsOnMemory,
+    RateLimitsOnMemory,
     DurableOnMemory,
     RetentionOnMemory,
     TaskStore,

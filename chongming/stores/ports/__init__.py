@@ -9,6 +9,8 @@
   kept with queued tasks;
 - :class:`~chongming.stores.ports.limits.ClusterLimitStore`: cluster-wide
   limits;
+- :class:`~chongming.stores.ports.rates.RateLimitStore`: cluster-wide
+  rate limits (starts per period);
 - :class:`~chongming.stores.ports.durable.DurableStore`: durable execution;
 - :class:`~chongming.stores.ports.retention.RetentionStore`: pruning
   terminal tasks.
@@ -27,6 +29,7 @@ from chongming.stores.ports.core import CoreStore as CoreStore
 from chongming.stores.ports.durable import DurableStore as DurableStore
 from chongming.stores.ports.limits import ClusterLimitStore as ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore as QueueStore
+from chongming.stores.ports.rates import RateLimitStore as RateLimitStore
 from chongming.stores.ports.retention import RetentionStore as RetentionStore
 
 __all__ = [
@@ -36,5 +39,6 @@ __all__ = [
     "CoreStore",
     "DurableStore",
     "QueueStore",
+    "RateLimitStore",
     "RetentionStore",
 ]

@@ -89,6 +89,8 @@ class QueueStore(Protocol):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> list[TaskSnapshot]:
         """Take up to ``limit`` queued tasks nobody holds, writing ``owner`` as their owner.
 
@@ -97,11 +99,18 @@ class QueueStore(Protocol):
         a bucket is claimable by every node), ``serves[name]`` holding the
         task's version (an unversioned task matches any served version), and
         none of ``exclude_tags`` among its tags (a worker leaves alone what it
-        could not start now, e.g. a tag whose cluster-wide slots are all held).
-        Order: higher ``priority`` first, then earlier ``queued_at``, then
-        ``task_id``. Atomic: two claimers never take the same task. The status
-        and its version do not change (the claimer starts the task through the
-        state machine); the snapshots returned carry the new owner.
+        could not start now, e.g. a tag whose cluster-wide slots are all held),
+        and, when ``tags`` is given, at least one of ``tags`` among its tags (a
+        worker pool: ``chongming worker --tags payments``). Order: higher
+        ``priority`` first, then earlier ``queued_at``, then ``task_id``; with
+        ``age_step`` (seconds) by the *effective* priority ``priority +
+        floor(waited / age_step)`` instead (``waited``: since ``queued_at``, by
+        the store's clock), so a task gains one priority level per step it
+        waits and a flood of higher work cannot starve it forever. Aging ranks
+        the 32 highest priority levels present (their oldest tasks); lower
+        levels wait as without it. Atomic: two claimers never take the same task. The status and its
+        version do not change (the claimer starts the task through the state
+        machine); the snapshots returned carry the new owner.
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (claim)")
 
@@ -113,6 +122,8 @@ class QueueStore(Protocol):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
         """:meth:`claim`, and every task taken moves ``queued -> starting`` in the same step.

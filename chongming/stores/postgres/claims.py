@@ -33,7 +33,14 @@ from chongming.stores.codec import STATUS_OF
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
-from chongming.stores.queue import ClaimedTask, Serves, check_claim, check_exclude_tags
+from chongming.stores.queue import (
+    AGED_LEVELS,
+    ClaimedTask,
+    Serves,
+    check_claim,
+    check_exclude_tags,
+    check_pool_tags,
+)
 
 __all__ = ["Claims"]
 
@@ -47,9 +54,14 @@ _QUEUED, _STARTING = TaskStatus.QUEUED, TaskStatus.STARTING
 _CONTINUES = ", ".join(f"'{trigger}'" for trigger in sorted(CONTINUES_ATTEMPT))
 
 
-def _chosen(schema: str, exclude: int | None, *, versions: bool = False) -> str:
-    """The claimable rows, best first, locked; ``exclude``: the parameter of excluded tags."""
+def _chosen(
+    schema: str, exclude: int | None, *, versions: bool = False, pool: int | None = None
+) -> str:
+    """The claimable rows, best first, locked; ``exclude``/``pool``: the parameters of the tags
+    a task must not / must (one of) carry."""
     excluding = "" if exclude is None else f" AND NOT (tags && ${exclude}::text[])"
+    if pool is not None:
+        excluding += f" AND tags && ${pool}::text[]"
     return (
         f"SELECT task_id{', status_version' if versions else ''} FROM {schema}.tasks"
         " WHERE status = 'queued' AND owner IS NULL"
@@ -62,6 +74,43 @@ def _chosen(schema: str, exclude: int | None, *, versions: bool = False) -> str:
     )
 
 
+def _aged(schema: str, first: int, *, versions: bool = False) -> str:
+    """An aged claim's rows: ``$first`` excluded tags, ``+1`` a pool's tags (or NULL),
+    ``+2`` the age step in seconds.
+
+    Within one priority level the oldest task has waited longest, so the best
+    ``$6`` by effective priority are among the first ``$6`` of each level: the
+    highest levels present are found by index seeks (a recursive walk down
+    the claim index), each level's oldest are read by the same index and
+    locked, and only those are ranked. One level (the common case) costs two
+    seeks more than the plain claim.
+    """
+    exclude, pool, age = first, first + 1, first + 2
+    tasks = f"{schema}.tasks"
+    open_rows = "status = 'queued' AND owner IS NULL"
+    return (
+        f"SELECT c.task_id{', c.status_version' if versions else ''} FROM ("
+        f"WITH RECURSIVE levels(p, n) AS ((SELECT priority, 1 FROM {tasks} WHERE {open_rows}"
+        " ORDER BY priority DESC LIMIT 1) UNION ALL"
+        f" SELECT (SELECT t.priority FROM {tasks} AS t"
+        " WHERE t.status = 'queued' AND t.owner IS NULL AND t.priority < l.p"
+        " ORDER BY t.priority DESC LIMIT 1), l.n + 1"
+        f" FROM levels AS l WHERE l.p IS NOT NULL AND l.n < {AGED_LEVELS})"
+        " SELECT p FROM levels WHERE p IS NOT NULL) AS lv"
+        " CROSS JOIN LATERAL (SELECT task_id, status_version, priority, queued_at"
+        f" FROM {tasks} WHERE {open_rows} AND priority = lv.p"
+        " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
+        " AND ((version IS NULL AND name = ANY($3::text[]))"
+        "   OR (name, version) IN (SELECT * FROM unnest($4::text[], $5::int[])))"
+        " AND (not_before IS NULL OR not_before <= now())"
+        f" AND NOT (tags && ${exclude}::text[])"
+        f" AND (${pool}::text[] IS NULL OR tags && ${pool}::text[])"
+        ' ORDER BY queued_at, task_id COLLATE "C" LIMIT $6 FOR UPDATE SKIP LOCKED) AS c'
+        f" ORDER BY c.priority + floor(extract(epoch FROM now() - c.queued_at) / ${age}::float8)"
+        ' DESC, c.queued_at, c.task_id COLLATE "C" LIMIT $6'
+    )
+
+
 def _history_of(schema: str, alias: str, *, where: str = "") -> str:
     """Stored transitions of ``alias.task_id`` as one array per column, by version."""
     arrays = ", ".join(f"array_agg(tr.{c} ORDER BY tr.version) AS h_{c}" for c in _HISTORY)
@@ -71,17 +120,23 @@ def _history_of(schema: str, alias: str, *, where: str = "") -> str:
     )
 
 
-def claim_sql(schema: str, *, exclude: bool) -> str:
-    """A plain claim: owner only. ``$7``: excluded tags (that variant has its own plan)."""
+def claim_sql(schema: str, *, exclude: bool, pool: bool = False, aged: bool = False) -> str:
+    """A plain claim: owner only. ``$7``: excluded tags, ``$8`` a pool's tags (each variant
+    has its own plan); aged: ``$7``-``$9`` as :func:`_aged` reads them."""
+    chosen = (
+        _aged(schema, 7)
+        if aged
+        else _chosen(schema, 7 if exclude else None, pool=8 if pool else None)
+    )
     return (
-        f"WITH chosen AS ({_chosen(schema, 7 if exclude else None)})"
+        f"WITH chosen AS ({chosen})"
         f" UPDATE {schema}.tasks AS t SET owner = $1 FROM chosen"
         f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}"
     )
 
 
-def started_sql(schema: str, *, exclude: bool) -> str:
-    """A started claim: ``$7`` at, ``$8`` excluded tags.
+def started_sql(schema: str, *, exclude: bool, pool: bool = False, aged: bool = False) -> str:
+    """A started claim: ``$7`` at, ``$8`` excluded tags, ``$9`` a pool's tags.
 
     The last stored transition (at the version the task was claimed at) is
     read by its key, beside the update: its trigger decides whether the start
@@ -92,8 +147,13 @@ def started_sql(schema: str, *, exclude: bool) -> str:
     """
     last = ", ".join(f"q.{c} AS l_{c}" for c in _HISTORY)
     history = ", ".join(f"h.h_{c}" for c in _HISTORY)
+    chosen = (
+        _aged(schema, 8, versions=True)
+        if aged
+        else _chosen(schema, 8 if exclude else None, versions=True, pool=9 if pool else None)
+    )
     return (
-        f"WITH chosen AS ({_chosen(schema, 8 if exclude else None, versions=True)}),"
+        f"WITH chosen AS ({chosen}),"
         f" started AS (UPDATE {schema}.tasks AS t SET owner = $1, status = 'starting',"
         " status_version = t.status_version + 1,"
         f" attempt = t.attempt + CASE WHEN q.trigger IN ({_CONTINUES}) THEN 0 ELSE 1 END,"
@@ -138,6 +198,12 @@ class Claims:
         self._claim_excluding = claim_sql(schema, exclude=True)
         self._started = started_sql(schema, exclude=False)
         self._started_excluding = started_sql(schema, exclude=True)
+        #: A pool's claims (tags=): excluded tags always bound, possibly empty.
+        self._claim_pool = claim_sql(schema, exclude=True, pool=True)
+        self._started_pool = started_sql(schema, exclude=True, pool=True)
+        #: Aged claims (age_step=): excluded tags, a pool's tags (or NULL) and the step bound.
+        self._claim_aged = claim_sql(schema, exclude=True, aged=True)
+        self._started_aged = started_sql(schema, exclude=True, aged=True)
         self._started_by = started_by_sql(schema)
         self._held = f"SELECT {_COLUMNS} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
         #: owner -> the ``at`` of started claims whose outcome is still unknown.
@@ -150,11 +216,19 @@ class Claims:
         buckets: Collection[int] | None,
         limit: int,
         exclude_tags: Collection[str],
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> list[TaskSnapshot]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags, age_step)
         args = _arguments(owner, serves, buckets, limit)
         sql = self._claim
-        if exclude_tags:
+        if age_step is not None:
+            sql = self._claim_aged
+            args += [check_exclude_tags(exclude_tags), check_pool_tags(tags), float(age_step)]
+        elif tags is not None:
+            sql = self._claim_pool
+            args += [check_exclude_tags(exclude_tags), check_pool_tags(tags)]
+        elif exclude_tags:
             sql = self._claim_excluding
             args.append(check_exclude_tags(exclude_tags))
         what = f"claiming tasks for {owner!r}"
@@ -178,14 +252,22 @@ class Claims:
         limit: int,
         exclude_tags: Collection[str],
         at: datetime,
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> list[ClaimedTask]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags, age_step)
         at = check_time(at, "at")
         what = f"claiming and starting tasks for {owner!r}"
         recovered = await self._resolve(owner, what)
         args: list[Any] = [*_arguments(owner, serves, buckets, limit), at]
         sql = self._started
-        if exclude_tags:
+        if age_step is not None:
+            sql = self._started_aged
+            args += [check_exclude_tags(exclude_tags), check_pool_tags(tags), float(age_step)]
+        elif tags is not None:
+            sql = self._started_pool
+            args += [check_exclude_tags(exclude_tags), check_pool_tags(tags)]
+        elif exclude_tags:
             sql = self._started_excluding
             args.append(check_exclude_tags(exclude_tags))
         try:

@@ -493,8 +493,12 @@ class QueueMethods:
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> list[TaskSnapshot]:
-        claimed = await self._queue.claims.claim(owner, serves, buckets, limit, exclude_tags)
+        claimed = await self._queue.claims.claim(
+            owner, serves, buckets, limit, exclude_tags, tags, age_step
+        )
         for snapshot in claimed:
             self._identities.remember(snapshot)
         return claimed
@@ -507,10 +511,12 @@ class QueueMethods:
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
         claimed = await self._queue.claims.claim_started(
-            owner, serves, buckets, limit, exclude_tags, at
+            owner, serves, buckets, limit, exclude_tags, at, tags, age_step
         )
         for task in claimed:
             self._identities.remember(task.snapshot)

@@ -10,6 +10,7 @@ take the same task.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
@@ -24,12 +25,14 @@ from chongming.stores.codec import dump
 from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.queue import QueueStore
 from chongming.stores.queue import (
+    AGED_LEVELS,
     ClaimedTask,
     Enqueued,
     Serves,
     check_claim,
     check_enqueued,
     check_exclude_tags,
+    check_pool_tags,
     check_trace_carrier,
     decode_trace_carrier,
     encode_trace_carrier,
@@ -76,7 +79,7 @@ _CLAIMABLE = (
     "   OR (name, version) IN"
     "     (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?3)))"
     " AND (not_before IS NULL OR not_before <= ?4)"
-    "{excluding}"
+    "{excluding}{pool}"
     " ORDER BY priority DESC, queued_at, task_id LIMIT ?5"
 )
 #: Only when a claim excludes tags (?6, a JSON array), so the common claim keeps its plan.
@@ -84,8 +87,37 @@ _EXCLUDING = (
     " AND NOT EXISTS (SELECT 1 FROM json_each(tags)"
     " WHERE value IN (SELECT value FROM json_each(?6)))"
 )
-_CLAIM = _CLAIMABLE.format(excluding="")
-_CLAIM_EXCLUDING = _CLAIMABLE.format(excluding=_EXCLUDING)
+#: Only for a pool's claim (?7, a JSON array): one of these tags must be on the task.
+_POOL = (
+    " AND EXISTS (SELECT 1 FROM json_each(tags) WHERE value IN (SELECT value FROM json_each(?7)))"
+)
+_CLAIM = _CLAIMABLE.format(excluding="", pool="")
+_CLAIM_EXCLUDING = _CLAIMABLE.format(excluding=_EXCLUDING, pool="")
+#: An aged claim's levels: the highest priorities present (one index seek each).
+_LEVELS = (
+    "WITH RECURSIVE levels(p, n) AS ("
+    " SELECT (SELECT priority FROM tasks INDEXED BY tasks_claimable"
+    " WHERE status = 'queued' AND owner IS NULL ORDER BY priority DESC LIMIT 1), 1"
+    " UNION ALL SELECT (SELECT priority FROM tasks INDEXED BY tasks_claimable"
+    " WHERE status = 'queued' AND owner IS NULL AND priority < levels.p"
+    " ORDER BY priority DESC LIMIT 1), n + 1"
+    f" FROM levels WHERE levels.p IS NOT NULL AND n < {AGED_LEVELS})"
+    " SELECT p FROM levels WHERE p IS NOT NULL"
+)
+#: An aged claim's candidates at one level (?8), oldest first; ?6/?7 always bound.
+_AGED = {
+    pool: _CLAIMABLE.replace("SELECT task_id FROM", "SELECT task_id, priority, queued_at FROM")
+    .replace(" ORDER BY", " AND priority = ?8 ORDER BY")
+    .format(excluding=_EXCLUDING, pool=_POOL if pool else "")
+    for pool in (False, True)
+}
+#: Every variant by (excluding, pool): the common claim keeps its own plan.
+_CLAIMS = {
+    (False, False): _CLAIM,
+    (True, False): _CLAIM_EXCLUDING,
+    (False, True): _CLAIMABLE.format(excluding="", pool=_POOL),
+    (True, True): _CLAIMABLE.format(excluding=_EXCLUDING, pool=_POOL),
+}
 _TAKE = "UPDATE tasks SET owner = ? WHERE task_id = ? AND status = 'queued' AND owner IS NULL"
 
 
@@ -139,6 +171,8 @@ def claim_tasks(
     limit: int,
     exclude_tags: list[str],
     start_at: int | None = None,
+    pool: list[str] | None = None,
+    age_step: float | None = None,
     *,
     now: int,
 ) -> list[Any]:
@@ -152,11 +186,14 @@ def claim_tasks(
     bucket_json = None if buckets is None else dump(sorted(buckets))
     pairs = [[name, v] for name, versions in serves.items() for v in versions if v is not None]
     params: tuple[Any, ...] = (bucket_json, dump(sorted(serves)), dump(pairs), now, limit)
-    sql = _CLAIM
-    if exclude_tags:
-        sql = _CLAIM_EXCLUDING
-        params += (dump(exclude_tags),)
-    taken = [row[0] for row in conn.execute(sql, params).fetchall()]
+    if age_step is not None:
+        taken = _aged(conn, (*params, dump(exclude_tags), dump(pool)), pool, age_step, now, limit)
+    else:
+        sql = _CLAIMS[bool(exclude_tags), pool is not None]
+        params += (dump(exclude_tags), dump(pool)) if pool is not None else ()
+        if exclude_tags and pool is None:
+            params += (dump(exclude_tags),)
+        taken = [row[0] for row in conn.execute(sql, params).fetchall()]
     if not taken:
         return []
     if start_at is None:
@@ -175,6 +212,29 @@ def claim_tasks(
     return [
         ClaimedTask(snapshot=by_id[task_id], history=tuple(histories[task_id])) for task_id in taken
     ]
+
+
+def _aged(
+    conn: sqlite3.Connection,
+    params: tuple[Any, ...],
+    pool: list[str] | None,
+    age_step: float,
+    now: int,
+    limit: int,
+) -> list[str]:
+    """The ids an aged claim takes: the oldest ``limit`` of each level, by effective priority.
+
+    Within a level the oldest has waited longest, so the best ``limit`` overall
+    are among the first ``limit`` of each level (the scan of each stops there).
+    """
+    step = age_step * 1e6  # queued_at and now are microseconds
+    found: list[tuple[int, int, str]] = []
+    for (level,) in conn.execute(_LEVELS).fetchall():
+        for task_id, priority, queued_at in conn.execute(_AGED[pool is not None], (*params, level)):
+            effective = priority + math.floor((now - queued_at) / step)
+            found.append((-effective, queued_at, task_id))
+    found.sort()
+    return [task_id for _, _, task_id in found[:limit]]
 
 
 #: A start after a park or a resume continues its attempt (chongming.state.attempts).
@@ -249,13 +309,16 @@ class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
     ) -> list[TaskSnapshot]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags, age_step)
         plain = {name: list(versions) for name, versions in serves.items()}
         chosen = None if buckets is None else sorted(buckets)
         excluded = check_exclude_tags(exclude_tags)
+        pool = check_pool_tags(tags)
         claimed: list[TaskSnapshot] = await self._node_op(
-            "claim_tasks", owner, plain, chosen, limit, excluded
+            "claim_tasks", owner, plain, chosen, limit, excluded, None, pool, age_step
         )
         return claimed
 
@@ -267,14 +330,25 @@ class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
         buckets: Collection[int] | None = None,
         limit: int = 1,
         exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
         at: datetime,
     ) -> list[ClaimedTask]:
-        check_claim(owner, serves, buckets, limit, exclude_tags)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags, age_step)
         plain = {name: list(versions) for name, versions in serves.items()}
         chosen = None if buckets is None else sorted(buckets)
         excluded = check_exclude_tags(exclude_tags)
+        start = rows.to_micros(at, "at")
         claimed: list[ClaimedTask] = await self._node_op(
-            "claim_tasks", owner, plain, chosen, limit, excluded, rows.to_micros(at, "at")
+            "claim_tasks",
+            owner,
+            plain,
+            chosen,
+            limit,
+            excluded,
+            start,
+            check_pool_tags(tags),
+            age_step,
         )
         return claimed
 

@@ -50,8 +50,10 @@ also mixes in :class:`ClusterLimitContract`
 (``class TestMyStore(StoreContract, ClusterLimitContract)``); one with
 durable execution (``record_step``) mixes in :class:`DurableContract`; one
 that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
-mixes in :class:`TraceCarrierContract`; one that prunes (``prune_tasks``)
-mixes in :class:`RetentionContract`.
+mixes in :class:`TraceCarrierContract`; one with rate limits
+(``take_rate_grants``) mixes in :class:`RateLimitContract`; one whose claims
+take a pool's ``tags=`` mixes in :class:`PoolClaimContract`; one that prunes
+(``prune_tasks``) mixes in :class:`RetentionContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -79,7 +81,9 @@ from chongming.testing.store_contract.history import HistoryContract
 from chongming.testing.store_contract.limits import ClusterLimitContract
 from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
+from chongming.testing.store_contract.pools import PoolClaimContract
 from chongming.testing.store_contract.queue import QueueContract
+from chongming.testing.store_contract.rates import RateLimitContract
 from chongming.testing.store_contract.retention import RetentionContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
 from chongming.testing.store_contract.trusted import TrustedWriteContract
@@ -89,6 +93,8 @@ __all__ = [
     "HOSTILE_STRINGS",
     "ClusterLimitContract",
     "DurableContract",
+    "PoolClaimContract",
+    "RateLimitContract",
     "RetentionContract",
     "StoreContract",
     "TraceCarrierContract",
