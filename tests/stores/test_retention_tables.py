@@ -18,7 +18,15 @@ _TABLE = re.compile(
     r"CREATE TABLE (?:IF NOT EXISTS )?(?:@schema\.)?(\w+)\s*\((.*?)\n\)", re.DOTALL | re.IGNORECASE
 )
 #: Tables whose rows are not one task's: nodes, limits, the clock, and tasks itself.
-_NOT_PER_TASK = {"tasks", "nodes", "store_clock", "cluster_limits", "cluster_slots"}
+_NOT_PER_TASK = {
+    "tasks",
+    "nodes",
+    "store_clock",
+    "cluster_limits",
+    "cluster_slots",
+    "rate_limits",  # one row per limit and key: no task's
+    "rate_grants",
+}
 
 
 def _tables(dialect: str) -> dict[str, bool]:
