@@ -12,7 +12,8 @@ keeps working for callers who do not know chongming::
     │   │   ├── DuplicateNode              two nodes with one id
     │   │   ├── UnknownUpstream (LookupError)  depends_on names no node of the pipeline
     │   │   └── PipelineCycle              the dependencies go round (the cycle is named)
-    │   └── QuorumNotSupported             quorum settlement asked of a pipeline
+    │   ├── QuorumNotSupported             quorum settlement asked of a pipeline
+    │   └── ScheduleInvalid                a schedule that cannot fire as given (the field named)
     ├── PayloadError (ValueError)          arguments, ids or labels that cannot be stored
     ├── DuplicateTask                      a task id already in use
     ├── InvalidTransition                  the state table forbids the move
@@ -38,6 +39,7 @@ keeps working for callers who do not know chongming::
         ├── IdempotencyConflict            a key reused with different input
         ├── FactConflict                   a fact already set to another value
         ├── UnknownClusterLimit (LookupError)  slots asked of a limit the store does not hold
+        ├── UnknownSchedule (LookupError)  a schedule key the store does not hold
         └── SchemaError                    the schema is newer than this code, or broken
 
 Outside the tree, a ``BaseException`` so ``except Exception`` cannot swallow it:
@@ -76,6 +78,7 @@ __all__ = [
     "PayloadError",
     "PipelineCycle",
     "QuorumNotSupported",
+    "ScheduleInvalid",
     "SchemaError",
     "StepFailed",
     "StoreBusy",
@@ -86,6 +89,7 @@ __all__ = [
     "TaskCancelled",
     "TaskNotFound",
     "UnknownClusterLimit",
+    "UnknownSchedule",
     "UnknownNode",
     "UnknownTask",
     "UnknownUpstream",
@@ -117,6 +121,15 @@ class BucketNotOwned(ConfigurationError):
     def __init__(self, bucket: int, owned: str) -> None:
         self.bucket = bucket
         super().__init__(f"bucket {bucket} is not owned by this node (owned buckets: {owned})")
+
+
+class ScheduleInvalid(ConfigurationError):
+    """A schedule was given a value it cannot fire with; ``field`` names which one."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"schedule {field}: {reason}")
 
 
 class PayloadError(ChongmingError, ValueError):
@@ -353,6 +366,16 @@ class UnknownClusterLimit(StoreError, LookupError):
         super().__init__(
             f"the store has no cluster limit {name!r}; declare it "
             "(Controller(cluster_limits={...}) or `chongming limits set`)"
+        )
+
+
+class UnknownSchedule(StoreError, LookupError):
+    """A schedule key was named that the store does not hold."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"the store has no schedule {key!r}; list them with `chongming schedules ls`"
         )
 
 

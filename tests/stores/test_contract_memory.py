@@ -9,6 +9,7 @@ from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
+    ScheduleContract,
     DurableContract,
     StoreContract,
     TraceCarrierContract,
@@ -29,7 +30,7 @@ class ManualClock:
 
 
 class TestInMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, ScheduleContract
 ):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5

@@ -7,6 +7,7 @@ import pytest
 from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
+    ScheduleContract,
     DurableContract,
     StoreContract,
     TraceCarrierContract,
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.postgres
 
 
 class TestPostgresContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, ScheduleContract
 ):
     """Real clock (the server's): short leases still expire within the wait bound."""
 

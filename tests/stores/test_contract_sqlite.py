@@ -10,6 +10,7 @@ from chongming.stores.base import TaskStore
 from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
+    ScheduleContract,
     DurableContract,
     StoreContract,
     TraceCarrierContract,
@@ -17,7 +18,7 @@ from chongming.testing.store_contract import (
 
 
 class TestSqliteFileContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, ScheduleContract
 ):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
@@ -28,7 +29,7 @@ class TestSqliteFileContract(
 
 
 class TestSqliteMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract
+    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, ScheduleContract
 ):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

@@ -9,7 +9,8 @@
   kept with queued tasks;
 - :class:`~chongming.stores.ports.limits.ClusterLimitStore`: cluster-wide
   limits;
-- :class:`~chongming.stores.ports.durable.DurableStore`: durable execution.
+- :class:`~chongming.stores.ports.durable.DurableStore`: durable execution;
+- :class:`~chongming.stores.ports.schedules.ScheduleStore`: schedules.
 
 :class:`~chongming.stores.base.TaskStore` is all of them: the core and the
 commands are abstract; the optional ones come with defaults that say the
@@ -25,6 +26,7 @@ from chongming.stores.ports.core import CoreStore as CoreStore
 from chongming.stores.ports.durable import DurableStore as DurableStore
 from chongming.stores.ports.limits import ClusterLimitStore as ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore as QueueStore
+from chongming.stores.ports.schedules import ScheduleStore as ScheduleStore
 
 __all__ = [
     "CarrierStore",
@@ -33,4 +35,5 @@ __all__ = [
     "CoreStore",
     "DurableStore",
     "QueueStore",
+    "ScheduleStore",
 ]

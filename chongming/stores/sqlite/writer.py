@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
-from chongming.stores.sqlite import durable, limits, nodes, queue
+from chongming.stores.sqlite import durable, limits, nodes, queue, schedules
 from chongming.stores.sqlite.batch import (
     INSERT_TRANSITION,
     CommandOp,
@@ -61,6 +61,7 @@ _NODE_ACTIONS = frozenset(
         "claim_tasks",
         *limits.ACTIONS,
         *durable.ACTIONS,
+        *schedules.ACTIONS,
     }
 )
 
@@ -354,6 +355,8 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
         return limits.run_action(conn, op.action, op.params, now)
     if op.action in durable.ACTIONS:
         return durable.run_action(conn, op.action, op.params, now)
+    if op.action in schedules.ACTIONS:
+        return schedules.run_action(conn, op.action, op.params, now)
     raise TypeError(f"unknown command action {op.action!r}")
 
 

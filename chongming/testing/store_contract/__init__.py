@@ -50,7 +50,8 @@ also mixes in :class:`ClusterLimitContract`
 (``class TestMyStore(StoreContract, ClusterLimitContract)``); one with
 durable execution (``record_step``) mixes in :class:`DurableContract`; one
 that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
-mixes in :class:`TraceCarrierContract`.
+mixes in :class:`TraceCarrierContract`; one with schedules (``fire_schedule``)
+mixes in :class:`ScheduleContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -79,6 +80,7 @@ from chongming.testing.store_contract.limits import ClusterLimitContract
 from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
 from chongming.testing.store_contract.queue import QueueContract
+from chongming.testing.store_contract.schedules import ScheduleContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
 from chongming.testing.store_contract.trusted import TrustedWriteContract
 from chongming.testing.store_contract.writes import WriteContract
@@ -87,6 +89,7 @@ __all__ = [
     "HOSTILE_STRINGS",
     "ClusterLimitContract",
     "DurableContract",
+    "ScheduleContract",
     "StoreContract",
     "TraceCarrierContract",
     "make_snapshot",
