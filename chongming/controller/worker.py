@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
+from chongming.controller.schedules import schedule_loop_for
 from chongming.errors import ChongmingError, StoreUnavailable, VersionConflict
 from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from chongming.controller.controller import Controller
     from chongming.controller.host import ControllerHost
     from chongming.run.task_run import TaskRun
+    from chongming.schedules.loop import ScheduleLoop
 
 __all__ = ["Worker", "claimed_run", "worker_of"]
 
@@ -82,7 +84,10 @@ class Worker:
         exclude_tags: Callable[[], Collection[str]] | None = None,
         unlimited: bool = False,
         clock: Clock | None = None,
+        schedules: ScheduleLoop | None = None,
     ) -> None:
+        #: The scheduler loop this worker runs beside its claims (docs/schedules.md).
+        self.schedules = schedules
         self._plane = plane
         # Claim ``starting`` only when admission launches at once (see the module docstring).
         store = plane.store
@@ -120,6 +125,8 @@ class Worker:
         self._host.on_finished = self._claims.wake
         self._host.parking = True  # a claimed durable task may park for a long sleep
         self._claims.start()
+        if self.schedules is not None:
+            self.schedules.start()
 
     def wake(self) -> None:
         self._claims.wake()
@@ -128,6 +135,8 @@ class Worker:
         """A registration after start: the node row says so at once, and claims include it."""
         self._plane.node.publish()
         self._claims.wake()
+        if self.schedules is not None:
+            self.schedules.wake()  # a @task(schedule=...) registered late is put now
 
     async def aclose(self) -> None:
         """Claim nothing more; give back what was claimed but has not started.
@@ -138,6 +147,8 @@ class Worker:
         instead of the closing host stopping it.
         """
         self._host.on_finished = None
+        if self.schedules is not None:
+            await self.schedules.aclose()
         await self._claims.aclose()
         store = self._plane.store
         for run in self._host.runs():
@@ -494,4 +505,7 @@ def worker_of(
             and not controller.cluster_limits
         ),
         clock=controller.clock,
+        schedules=schedule_loop_for(
+            plane.store, controller.registry, controller.clock, controller.max_payload_bytes
+        ),
     )

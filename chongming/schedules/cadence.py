@@ -22,7 +22,8 @@ The mapping is non-decreasing in wall time, and equal instants are merged,
 so the ticks are strictly increasing in UTC and each matching wall time is
 accounted for exactly once.
 
-``every``: ticks at ``start + k * every`` in UTC; time zones do not apply.
+``every``: ticks at ``epoch + k * every`` in UTC (whole multiples of the
+interval since 1970-01-01T00:00Z); time zones do not apply.
 
 Cost: ``next_after`` is one cronsim step per matching wall time, plus at most
 the matches inside a repeated hour (skipped) and a 20-step search for a gap's
@@ -59,6 +60,8 @@ MAX_EVERY = timedelta(days=3660)
 #: A cron expression's longest text (cron fields are short by nature).
 MAX_CRON = 200
 _GAP_SEARCH_STEPS = 24
+#: Where ``every`` series are counted from.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def check_zone(timezone: object) -> ZoneInfo:
@@ -97,11 +100,12 @@ class Cadence:
         """The first tick strictly after ``instant`` (aware).
 
         ``start``: for ``every``, the tick the series is counted from (a tick
-        itself); without it, ``instant`` is.
+        itself); without it, the Unix epoch, so ``every=timedelta(minutes=5)``
+        fires at :00, :05, ... on every node alike.
         """
         instant = _aware(instant)
         if self.every is not None:
-            origin = instant if start is None else _aware(start)
+            origin = EPOCH if start is None else _aware(start)
             if instant < origin:
                 return origin
             steps = (instant - origin) // self.every + 1
@@ -148,7 +152,7 @@ class Cadence:
             back *= 16
 
     def describe(self) -> str:
-        """The cadence in words, e.g. ``every 5 minutes`` or ``at 02:30 every day (Europe/Berlin)``."""
+        """The cadence in words: ``every 5 minutes``, ``at 02:30 every day (Europe/Berlin)``."""
         if self.every is not None:
             return describe_every(self.every)
         assert self.cron is not None
@@ -157,9 +161,7 @@ class Cadence:
         return words if self.timezone == "UTC" else f"{words} ({self.timezone})"
 
 
-def make_cadence(
-    *, cron: object = None, every: object = None, timezone: object = "UTC"
-) -> Cadence:
+def make_cadence(*, cron: object = None, every: object = None, timezone: object = "UTC") -> Cadence:
     """A checked :class:`Cadence`; :class:`ScheduleInvalid` names the field that is wrong."""
     if cron is None and every is None:
         raise ScheduleInvalid("cron", "give cron='...' or every=timedelta(...), not neither")

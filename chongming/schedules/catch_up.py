@@ -58,8 +58,8 @@ def plan_fires(
             next_fire=cadence.next_after(last, start=next_fire),
             decided=last,
         )
-    last = cadence.last_at_or_before(next_fire, now)
-    assert last is not None  # next_fire itself is due
+    newest = cadence.last_at_or_before(next_fire, now)
+    last = next_fire if newest is None else newest  # next_fire itself is due: never None
     skipped = _count_between(cadence, next_fire, last)
     following = cadence.next_after(last, start=next_fire)
     if catch_up == "skip" and now - last > SKIP_GRACE:

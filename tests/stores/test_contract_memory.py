@@ -9,8 +9,8 @@ from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
-    ScheduleContract,
     DurableContract,
+    ScheduleContract,
     StoreContract,
     TraceCarrierContract,
 )

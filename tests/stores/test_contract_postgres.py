@@ -7,8 +7,8 @@ import pytest
 from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
-    ScheduleContract,
     DurableContract,
+    ScheduleContract,
     StoreContract,
     TraceCarrierContract,
 )

@@ -10,8 +10,8 @@ from chongming.stores.base import TaskStore
 from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
-    ScheduleContract,
     DurableContract,
+    ScheduleContract,
     StoreContract,
     TraceCarrierContract,
 )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from chongming.errors import IdempotencyConflict, UnknownSchedule
 from chongming.state.payload import dump_json
@@ -20,6 +21,9 @@ from chongming.stores.schedules import (
     check_schedule_key,
     same_definition,
 )
+
+if TYPE_CHECKING:
+    from chongming.stores.queue import Enqueued
 
 __all__ = ["SchedulesOnMemory"]
 
@@ -40,6 +44,17 @@ def _stored(record: ScheduleRecord, now: datetime, revision: int) -> ScheduleRec
 
 class SchedulesOnMemory(MemoryState, ScheduleStore):
     """Schedules in a dict by key."""
+
+    if TYPE_CHECKING:  # the store's work queue (memory/queue.py)
+
+        async def enqueue(
+            self,
+            snapshot: TaskSnapshot,
+            transitions: Sequence[Transition] = (),
+            *,
+            connection: object | None = None,
+            trace_carrier: Mapping[str, str] | None = None,
+        ) -> Enqueued: ...
 
     async def put_schedule(self, schedule: ScheduleRecord) -> ScheduleRecord:
         self._check_open()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from chongming.errors import IdempotencyConflict, UnknownSchedule
 from chongming.state.payload import dump_json
 from chongming.state.records import TaskSnapshot, Transition
+
 if TYPE_CHECKING:
     from chongming.stores.queue import Enqueued
 from chongming.stores.schedules import (

@@ -66,10 +66,13 @@ class ScheduleContract(ContractBase):
             assert await store.schedules() == []
             stored = await store.put_schedule(_schedule())
             assert (stored.key, stored.revision, stored.paused) == ("nightly", 1, False)
-            assert stored.args == (1, "two") and stored.kwargs == {"k": [3]}
-            assert stored.next_fire == _PAST and stored.next_fire.utcoffset() == timedelta(0)
+            assert stored.args == (1, "two")
+            assert stored.kwargs == {"k": [3]}
+            assert stored.next_fire == _PAST
+            assert stored.next_fire.utcoffset() == timedelta(0)
             again = await store.put_schedule(_schedule(next_fire=_PAST + timedelta(days=9)))
-            assert again.next_fire == _PAST and again.revision == 1  # a worker restarting
+            assert again.next_fire == _PAST
+            assert again.revision == 1
             assert await store.get_schedule("nightly") == again
 
     async def test_a_new_definition_takes_its_next_fire_keeps_paused_and_bumps(self) -> None:
@@ -80,25 +83,30 @@ class ScheduleContract(ContractBase):
             changed = await store.put_schedule(
                 _schedule(cron=None, every=timedelta(seconds=30), next_fire=later)
             )
-            assert changed.every == timedelta(seconds=30) and changed.cron is None
-            assert changed.next_fire == later and changed.paused
+            assert changed.every == timedelta(seconds=30)
+            assert changed.cron is None
+            assert changed.next_fire == later
+            assert changed.paused
             assert changed.revision == 3
 
     async def test_a_fire_enqueues_and_advances_once(self) -> None:
         async with self._store() as store:
             record = await store.put_schedule(_schedule())
             fired = await self._fire(store, record, _PAST, "tick-1")
-            assert fired.won and fired.created == 1
+            assert fired.won
+            assert fired.created == 1
             assert fired.schedule is not None
             assert fired.schedule.next_fire == _PAST + _MINUTE
             assert fired.schedule.last_fired == _PAST
             assert fired.schedule.revision == record.revision + 1
             task = await store.get("tick-1")
-            assert task is not None and task.status is TaskStatus.QUEUED
+            assert task is not None
+            assert task.status is TaskStatus.QUEUED
             assert task.idempotency_key == tick_key("nightly", _PAST)
             assert [t.to_status for t in await store.history("tick-1")] == [TaskStatus.QUEUED]
             stale = await self._fire(store, record, _PAST, "tick-1-again")
-            assert not stale.won and stale.created == 0
+            assert not stale.won
+            assert stale.created == 0
             assert await store.get("tick-1-again") is None
 
     async def test_racing_fires_of_one_tick_let_exactly_one_win(self) -> None:
@@ -111,7 +119,8 @@ class ScheduleContract(ContractBase):
             made = [await store.get(f"race-{n}") for n in range(8)]
             assert sum(task is not None for task in made) == 1
             current = await store.get_schedule("nightly")
-            assert current is not None and current.revision == record.revision + 1
+            assert current is not None
+            assert current.revision == record.revision + 1
 
     async def test_a_tick_not_yet_due_by_the_store_clock_writes_nothing(self) -> None:
         async with self._store() as store:
@@ -130,10 +139,12 @@ class ScheduleContract(ContractBase):
             paused = await store.pause_schedule("nightly", paused=True)
             assert paused.paused
             refused = await self._fire(store, paused, _PAST, "while-paused")
-            assert not refused.won and await store.get("while-paused") is None
+            assert not refused.won
+            assert await store.get("while-paused") is None
             later = _PAST + timedelta(hours=2)
             resumed = await store.pause_schedule("nightly", paused=False, next_fire=later)
-            assert not resumed.paused and resumed.next_fire == later
+            assert not resumed.paused
+            assert resumed.next_fire == later
             assert resumed.revision == paused.revision + 1
             await _raises(UnknownSchedule, store.pause_schedule("nobody", paused=True))
 
@@ -143,7 +154,8 @@ class ScheduleContract(ContractBase):
             twin, transitions = _tick_task("first", "nightly", _PAST)
             assert (await store.enqueue(twin, transitions)).created
             fired = await self._fire(store, record, _PAST, "second")
-            assert fired.won and fired.created == 0
+            assert fired.won
+            assert fired.created == 0
             assert await store.get("second") is None
             other = dataclasses.replace(_tick_task("third", "nightly", _PAST)[0], args=(9,))
             moved = await store.get_schedule("nightly")
@@ -152,7 +164,8 @@ class ScheduleContract(ContractBase):
                 "nightly", revision=moved.revision, decided=_PAST, next_fire=_PAST + _MINUTE,
                 tasks=[(other, [])], last_fired=None,
             )  # fmt: skip
-            assert conflicting.won and conflicting.created == 0
+            assert conflicting.won
+            assert conflicting.created == 0
             assert await store.get("third") is None
 
     async def test_remove_deletes_the_schedule_not_its_tasks(self) -> None:
@@ -165,7 +178,8 @@ class ScheduleContract(ContractBase):
             assert [s.key for s in await store.schedules()] == ["hourly"]
             assert await store.get("kept") is not None
             gone = await self._fire(store, record, _PAST + _MINUTE, "after")
-            assert not gone.won and gone.schedule is None
+            assert not gone.won
+            assert gone.schedule is None
 
     async def test_bad_records_are_refused_and_nothing_is_written(self) -> None:
         async with self._store() as store:
