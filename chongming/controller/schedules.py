@@ -150,11 +150,14 @@ class ScheduleCalls:
             raise ScheduleInvalid("args", f"must be a sequence, got {type(args).__name__}")
         store = await self._schedule_store("schedule")
         await self._check_known(store, name)
-        if name in self.registry:
-            self.registry.get(name).bind_check(tuple(args), dict(kwargs or {}))
-        plain_args, plain_kwargs = json_form_arguments(
-            tuple(args), dict(kwargs or {}), self.max_payload_bytes
-        )
+        try:
+            if name in self.registry:
+                self.registry.get(name).bind_check(tuple(args), dict(kwargs or {}))
+            plain_args, plain_kwargs = json_form_arguments(
+                tuple(args), dict(kwargs or {}), self.max_payload_bytes
+            )
+        except (ConfigurationError, PayloadError) as error:
+            raise ScheduleInvalid("args", str(error)) from None
         draft = ScheduleDraft(
             key=schedule_key, task_name=name, cadence=cadence, args=plain_args,
             kwargs=plain_kwargs, catch_up=policy,
