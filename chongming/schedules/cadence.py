@@ -60,6 +60,7 @@ MAX_EVERY = timedelta(days=3660)
 #: A cron expression's longest text (cron fields are short by nature).
 MAX_CRON = 200
 _GAP_SEARCH_STEPS = 24
+_NEVER = "names a date that never comes (e.g. Feb 30): it never fires"
 #: Where ``every`` series are counted from.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -182,12 +183,27 @@ def make_cadence(*, cron: object = None, every: object = None, timezone: object 
     try:
         next(CronSim(expression, datetime(2000, 1, 1)))
     except CronSimError as error:
+        if _days_exist_in_no_month(expression, str(error)):
+            raise ScheduleInvalid(
+                "cron",
+                f"{expression!r} names a date that never comes (e.g. Feb 30): it never fires",
+            ) from None
         raise ScheduleInvalid("cron", f"{expression!r} does not parse: {error}") from None
     except StopIteration:
-        raise ScheduleInvalid(
-            "cron", f"{expression!r} names a date that never comes (e.g. Feb 30): it never fires"
-        ) from None
+        raise ScheduleInvalid("cron", f"{expression!r} {_NEVER}") from None
     return Cadence(cron=expression, timezone=str(timezone))
+
+
+def _days_exist_in_no_month(expression: str, error: str) -> bool:
+    """cronsim's "Bad day-of-month" for well-formed days (1-31) that no chosen month has."""
+    fields = expression.split()
+    day = fields[-3] if len(fields) in (5, 6) else ""
+    numbers = day.replace(",", " ").replace("-", " ").split()
+    return (
+        error == "Bad day-of-month"
+        and bool(numbers)
+        and all(n.isdigit() and 1 <= int(n) <= 31 for n in numbers)
+    )
 
 
 def describe_every(every: timedelta) -> str:

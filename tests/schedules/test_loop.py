@@ -63,7 +63,8 @@ async def test_a_pass_fires_a_due_tick_once_and_sleeps_until_the_next() -> None:
     assert await loop.run_once() == pytest.approx(59.0)  # nothing new: the tick is decided
     assert await _keys(store) == [tick_key("minutely", first)]
     (task,) = await store.query(TaskQuery())
-    assert task.name == "ping" and task.label == "minutely"
+    assert task.name == "ping"
+    assert task.label == "minutely"
     await store.close()
 
 
