@@ -54,7 +54,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
-    "web": _CORE | {"run", "scheduler", "render", "stores", "control", "controller", "blocking"},
+    "web": _CORE
+    | {"run", "scheduler", "render", "stores", "control", "controller", "blocking"}
+    | {"schedules"},
     # thin shells over everything
     "blocking": _CORE | {"executors", "run", "scheduler", "render", "stores", "controller"},
     "cli": _CORE

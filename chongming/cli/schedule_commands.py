@@ -30,13 +30,9 @@ KeyArgument = Annotated[str, typer.Argument(help="The schedule's key (see `sched
 
 
 def describe(record: ScheduleRecord) -> str:
-    """The cadence in words (``every 5 minutes``); the raw text if it cannot be read."""
-    from chongming.schedules.loop import cadence_of
+    from chongming.schedules.loop import describe_schedule
 
-    try:
-        return cadence_of(record).describe()
-    except Exception:  # a row written by a newer version: show what it says
-        return record.cron or str(record.every)
+    return describe_schedule(record)
 
 
 def _when(value: datetime | None) -> str:

@@ -33,7 +33,15 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.base import TaskStore
 from chongming.stores.schedules import ScheduleRecord
 
-__all__ = ["BuildTick", "ScheduleDraft", "ScheduleLoop", "ScheduleLoopStatistics", "put_draft"]
+__all__ = [
+    "BuildTick",
+    "ScheduleDraft",
+    "ScheduleLoop",
+    "ScheduleLoopStatistics",
+    "cadence_of",
+    "describe_schedule",
+    "put_draft",
+]
 
 _log = logging.getLogger("chongming.schedules")
 
@@ -72,6 +80,14 @@ async def put_draft(store: TaskStore, draft: ScheduleDraft) -> ScheduleRecord:
 
 def cadence_of(record: ScheduleRecord) -> Cadence:
     return Cadence(cron=record.cron, every=record.every, timezone=record.timezone)
+
+
+def describe_schedule(record: ScheduleRecord) -> str:
+    """The cadence in words (``every 5 minutes``); the raw text if it cannot be read."""
+    try:
+        return cadence_of(record).describe()
+    except Exception:  # a row this version cannot read (a newer one wrote it): show its text
+        return record.cron or str(record.every)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
