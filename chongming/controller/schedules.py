@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock
-from chongming.controller.enqueue import EnqueueRequest, build_enqueued
+from chongming.controller.enqueue import EnqueueRequest, QueuedTask, build_enqueued
 from chongming.errors import (
     ConfigurationError,
     PayloadError,
@@ -101,6 +101,8 @@ class ScheduleCalls:
         async def _open(self) -> None: ...
 
         def _require_plane(self, what: str) -> ControlPlane: ...
+
+        async def enqueue(self, name: str, *args: Any, **kwargs: Any) -> QueuedTask: ...
 
     async def _schedule_store(self, what: str) -> TaskStore:
         await self._open()
@@ -202,14 +204,13 @@ class ScheduleCalls:
         store = await self._schedule_store("remove_schedule")
         return await store.remove_schedule(key)
 
-    async def trigger_schedule(self, key: str) -> Any:
+    async def trigger_schedule(self, key: str) -> QueuedTask:
         """Enqueue one run of the schedule now, off its cadence (its ticks are untouched)."""
         store = await self._schedule_store("trigger_schedule")
         current = await store.get_schedule(key)
         if current is None:
             raise UnknownSchedule(key)
-        enqueue = getattr(self, "enqueue")  # noqa: B009 - the controller's, typed there
-        return await enqueue(
+        return await self.enqueue(
             current.task_name,
             *current.args,
             label=current.key,

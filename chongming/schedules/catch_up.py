@@ -28,6 +28,8 @@ __all__ = ["MAX_BATCH", "SKIP_GRACE", "FirePlan", "plan_fires"]
 
 #: The most ticks one decision fires under ``all`` (the rest follow at once).
 MAX_BATCH = 100
+#: The most skipped cron ticks a plan counts (it walks them; the log says "at least").
+MAX_COUNTED = 100
 #: How late a tick may be and still fire under ``skip``.
 SKIP_GRACE = timedelta(seconds=10)
 
@@ -68,8 +70,9 @@ def plan_fires(
 
 
 def _count_between(cadence: Cadence, first: datetime, last: datetime) -> int:
-    """Ticks from ``first`` up to but not including ``last`` (bounded: a count for the record)."""
+    """Ticks from ``first`` up to but not including ``last``, counted to at most
+    :data:`MAX_COUNTED` for cron (a figure for the log, never worth a long walk)."""
     if cadence.every is not None:
         return (last - first) // cadence.every
-    ticks, cut = cadence.ticks_between(first, last, limit=10_000)
+    ticks, cut = cadence.ticks_between(first, last, limit=MAX_COUNTED)
     return len(ticks) - (0 if cut else 1)

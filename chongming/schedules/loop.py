@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 
 from chongming.errors import ChongmingError
 from chongming.schedules.cadence import Cadence
-from chongming.schedules.catch_up import plan_fires
+from chongming.schedules.catch_up import MAX_COUNTED, plan_fires
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.base import TaskStore
 from chongming.stores.schedules import ScheduleRecord
@@ -213,7 +213,8 @@ class ScheduleLoop:
             self._won += 1
             self._enqueued += fired.created
             if plan.skipped:
-                _log.info("schedule %r skipped %d missed ticks", record.key, plan.skipped)
+                many = " or more" if plan.skipped >= MAX_COUNTED else ""
+                _log.info("schedule %r skipped %d%s missed ticks", record.key, plan.skipped, many)
         else:
             self._lost += 1
         current = fired.schedule

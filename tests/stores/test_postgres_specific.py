@@ -99,6 +99,7 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
         "durable_facts",
         "durable_effects",
         "trace_carriers",
+        "schedules",
     }
     assert {"tasks_bucket_idx", "tasks_owner_idx", "tasks_name_idx"} <= indexes
     assert "tasks_status_idx" not in indexes  # tasks_counts_idx leads with status (0010)
@@ -109,7 +110,7 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
     for column in ("args", "kwargs", "result", "progress", "failure"):
         assert kinds[column] == "jsonb", column
     assert kinds["created_at"] == "timestamp with time zone"
-    assert version == 10
+    assert version == SCHEMA_VERSION  # the newest migration (numbers move at merges)
 
 
 async def test_concurrent_first_connects_all_succeed(factory: PgStoreFactory) -> None:

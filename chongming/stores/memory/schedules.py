@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 from chongming.errors import IdempotencyConflict, UnknownSchedule
 from chongming.state.payload import dump_json
 from chongming.state.records import TaskSnapshot, Transition
+from chongming.stores.checks import check_transitions
 from chongming.stores.memory.state import MemoryState
 from chongming.stores.ports.schedules import ScheduleStore
+from chongming.stores.queue import check_enqueued
 from chongming.stores.schedules import (
     ScheduleFire,
     ScheduleRecord,
@@ -21,6 +23,7 @@ from chongming.stores.schedules import (
     check_schedule_key,
     same_definition,
 )
+from chongming.stores.stored import as_stored
 
 if TYPE_CHECKING:
     from chongming.stores.queue import Enqueued
@@ -115,6 +118,10 @@ class SchedulesOnMemory(MemoryState, ScheduleStore):
     ) -> ScheduleFire:
         self._check_open()
         check_fire(key, revision, next_fire, decided, tasks)
+        for snapshot, transitions in tasks:  # every task checked before anything is written
+            check_enqueued(snapshot)
+            as_stored(snapshot, self._limit)
+            check_transitions(transitions)
         now = self._now()
         current = self._schedules.get(key)
         if current is None:

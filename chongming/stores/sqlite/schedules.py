@@ -21,6 +21,7 @@ from typing import Any
 from chongming.errors import IdempotencyConflict, UnknownSchedule
 from chongming.state.payload import dump_json
 from chongming.state.records import TaskSnapshot, Transition
+from chongming.stores.checks import check_transitions
 from chongming.stores.ports.schedules import ScheduleStore
 from chongming.stores.queue import check_enqueued, input_digest
 from chongming.stores.schedules import (
@@ -210,6 +211,7 @@ class SchedulesOnSqlite(SqliteInternals, ScheduleStore):
         encoded = []
         for snapshot, transitions in tasks:
             check_enqueued(snapshot)
+            check_transitions(transitions, snapshot.task_id)
             row = rows.encode(rows.insert_row, snapshot, self._limit)
             encoded.append(
                 (
