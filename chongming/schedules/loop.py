@@ -176,6 +176,7 @@ class ScheduleLoop:
                 await put_draft(self._store, draft)
                 self._put.add(repr(draft))
         now = await self._store.schedule_clock()
+        read_at = asyncio.get_running_loop().time()  # the delay counts from this reading
         soonest: datetime | None = None
         for record in await self._store.schedules():
             if record.paused:
@@ -185,7 +186,8 @@ class ScheduleLoop:
                 soonest = upcoming
         if soonest is None:
             return self._refresh
-        return min(max((soonest - now) / timedelta(seconds=1), 0.0), self._refresh)
+        spent = asyncio.get_running_loop().time() - read_at
+        return min(max((soonest - now) / timedelta(seconds=1) - spent, 0.0), self._refresh)
 
     async def _fire_due(self, record: ScheduleRecord, now: datetime) -> datetime | None:
         """Fire ``record`` if due; its ``next_fire`` afterwards (``None``: paused or gone)."""
