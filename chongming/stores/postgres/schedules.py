@@ -14,6 +14,7 @@ bounded retry serves them all.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
@@ -128,6 +129,9 @@ class ScheduleMethods:
         record = check_schedule(schedule)
         sql = self._sched
         definition = _definition(record)
+        as_stored = dataclasses.replace(  # in the JSON form the row gives back
+            record, args=tuple(json.loads(definition[4])), kwargs=json.loads(definition[5])
+        )
 
         async def put(conn: Any) -> ScheduleRecord:
             async with conn.transaction():
@@ -136,7 +140,7 @@ class ScheduleMethods:
                 )
                 if inserted is None:
                     current = _record(await conn.fetchrow(sql["lock"], record.key))
-                    if not same_definition(current, record):
+                    if not same_definition(current, as_stored):
                         await conn.execute(sql["change"], record.key, *definition, record.next_fire)
                 return _record(await conn.fetchrow(sql["get"], record.key))
 

@@ -70,7 +70,9 @@ class ScheduleContract(ContractBase):
             assert stored.kwargs == {"k": [3]}
             assert stored.next_fire == _PAST
             assert stored.next_fire.utcoffset() == timedelta(0)
-            again = await store.put_schedule(_schedule(next_fire=_PAST + timedelta(days=9)))
+            again = await store.put_schedule(
+                _schedule(next_fire=_PAST + timedelta(days=9), args=[1, "two"], kwargs={"k": (3,)})
+            )  # the same definition in another form: a worker restarting changes nothing
             assert again.next_fire == _PAST
             assert again.revision == 1
             assert await store.get_schedule("nightly") == again
