@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import Any, Literal, TypeVar, overload
 
-from chongming.errors import ConfigurationError
+from chongming.errors import ConfigurationError, ScheduleInvalid
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.schedules.cadence import make_cadence
@@ -80,6 +80,16 @@ class TaskSpec:
             self._fitting_shapes.add(shape)
 
 
+def _check_schedule(schedule: str | None, timezone: str | None) -> None:
+    """``@task(schedule=, timezone=)``: the cadence checks, naming ``schedule`` for the cron."""
+    try:
+        make_cadence(cron=schedule, timezone=timezone or "UTC")
+    except ScheduleInvalid as error:
+        if error.field != "cron":
+            raise
+        raise ScheduleInvalid("schedule", error.reason) from None
+
+
 def build_spec(
     fn: Callable[..., Any],
     *,
@@ -117,7 +127,7 @@ def build_spec(
     )
     resumes = _check_durable(durable, max_resumes, is_coroutine)
     if schedule is not None or timezone is not None:
-        make_cadence(cron=schedule, timezone=timezone or "UTC")  # ScheduleInvalid names the field
+        _check_schedule(schedule, timezone)
     if is_coroutine and executor is not None:
         raise ConfigurationError(
             "async def tasks run on the event loop; executor= only applies to sync functions"

@@ -68,7 +68,11 @@ async def test_an_unknown_task_name_is_refused_and_nothing_written(tmp_path: Pat
 def test_a_bad_task_decorator_schedule_fails_at_definition() -> None:
     with pytest.raises(ScheduleInvalid) as caught:
         task(schedule="0 0 30 2 *")(ping)
-    assert caught.value.field == "cron"
+    assert caught.value.field == "schedule"
+    assert "never fires" in str(caught.value)
+    with pytest.raises(ScheduleInvalid) as caught:
+        task(timezone="Europe/Berlin")(ping)  # a zone with no schedule
+    assert caught.value.field == "schedule"
     with pytest.raises(ScheduleInvalid) as caught:
         task(schedule="* * * * *", timezone="Nowhere/Special")(ping)
     assert caught.value.field == "timezone"
