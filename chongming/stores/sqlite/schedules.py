@@ -160,13 +160,20 @@ def _fire(
     if current.revision != revision or current.paused or decided > now:
         return ScheduleFire(won=False, created=0, schedule=current)
     created = 0
-    for params in tasks:
-        try:
-            inserted, _ = queue.enqueue(conn, *params)
-        except IdempotencyConflict:
-            continue  # the tick's key already names a task: that one is the tick's
-        created += inserted
-    conn.execute(_ADVANCE, (next_fire, last_fired, now, key, revision))
+    conn.execute("SAVEPOINT chongming_fire")  # all of the fire or none of it, whatever the batch
+    try:
+        for params in tasks:
+            try:
+                inserted, _ = queue.enqueue(conn, *params)
+            except IdempotencyConflict:
+                continue  # the tick's key already names a task: that one is the tick's
+            created += inserted
+        conn.execute(_ADVANCE, (next_fire, last_fired, now, key, revision))
+    except BaseException:
+        conn.execute("ROLLBACK TO chongming_fire")
+        conn.execute("RELEASE chongming_fire")
+        raise
+    conn.execute("RELEASE chongming_fire")
     return ScheduleFire(won=True, created=created, schedule=_get(conn, key))
 
 
