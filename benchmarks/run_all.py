@@ -10,6 +10,7 @@ HERE = Path(__file__).parent
 BENCHMARKS = [
     ["bench_run.py"],
     ["bench_controller.py", "--n", "100000"],
+    ["bench_slot_workers.py"],
     ["bench_controller_scale.py"],
     ["bench_admission.py"],
     ["bench_store.py"],
@@ -20,7 +21,8 @@ BENCHMARKS = [
     ["bench_pipeline.py"],
     ["bench_process.py", "--n", "2000", "--stops", "200"],
     ["bench_durable.py"],
-    ["bench_durable_dbos.py"],  # DBOS beside chongming; skipped without the bench extra
+    ["bench_durable_dbos.py"],
+    ["bench_prune.py"],  # DBOS beside chongming; skipped without the bench extra
 ]
 
 

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from chongming.control.reconcile import ReconcileReport as ReconcileReport
     from chongming.controller import Controller as Controller
     from chongming.controller import ControllerStats as ControllerStats
-    from chongming.controller.enqueue import QueuedTask as QueuedTask
     from chongming.controller.outbox import OutboxRelay as OutboxRelay
     from chongming.controller.outbox import install_outbox as install_outbox
     from chongming.controller.outbox import outbox_enqueue as outbox_enqueue
+    from chongming.controller.queued import QueuedTask as QueuedTask
     from chongming.errors import AdmissionStateError as AdmissionStateError
     from chongming.errors import BucketNotOwned as BucketNotOwned
     from chongming.errors import CheckpointMisuse as CheckpointMisuse
@@ -39,12 +39,14 @@ if TYPE_CHECKING:
     from chongming.errors import FencingError as FencingError
     from chongming.errors import IdempotencyConflict as IdempotencyConflict
     from chongming.errors import InvalidPipeline as InvalidPipeline
+    from chongming.errors import InvalidRetention as InvalidRetention
     from chongming.errors import InvalidTransition as InvalidTransition
     from chongming.errors import NodeConflict as NodeConflict
     from chongming.errors import NondeterminismError as NondeterminismError
     from chongming.errors import PayloadError as PayloadError
     from chongming.errors import PipelineCycle as PipelineCycle
     from chongming.errors import QuorumNotSupported as QuorumNotSupported
+    from chongming.errors import RetentionTooShort as RetentionTooShort
     from chongming.errors import SchemaError as SchemaError
     from chongming.errors import StepFailed as StepFailed
     from chongming.errors import StoreBusy as StoreBusy
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from chongming.errors import StoreUnavailable as StoreUnavailable
     from chongming.errors import TaskCancelled as TaskCancelled
     from chongming.errors import TaskNotFound as TaskNotFound
+    from chongming.errors import TaskNotPrunable as TaskNotPrunable
     from chongming.errors import UnknownClusterLimit as UnknownClusterLimit
     from chongming.errors import UnknownNode as UnknownNode
     from chongming.errors import UnknownTask as UnknownTask
@@ -97,6 +100,7 @@ if TYPE_CHECKING:
     from chongming.stores import SqliteTaskStore as SqliteTaskStore
     from chongming.stores import TaskStore as TaskStore
     from chongming.stores.postgres import PostgresTaskStore as PostgresTaskStore
+    from chongming.stores.retention import Retention as Retention
     from chongming.task_api import TaskContext as TaskContext
     from chongming.task_api import TaskRegistry as TaskRegistry
     from chongming.task_api import task as task
@@ -138,6 +142,10 @@ _WHERE: dict[str, str] = {
     "FactTimeout": "chongming.errors",
     "BlockingTaskRun": "chongming.blocking",
     "UnknownClusterLimit": "chongming.errors",
+    "Retention": "chongming.stores.retention",
+    "InvalidRetention": "chongming.errors",
+    "RetentionTooShort": "chongming.errors",
+    "TaskNotPrunable": "chongming.errors",
     "BucketNotOwned": "chongming.errors",
     "BucketPolicy": "chongming.scheduler",
     "CheckpointMisuse": "chongming.errors",

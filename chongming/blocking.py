@@ -61,7 +61,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from chongming.controller.controller import Controller
-from chongming.controller.enqueue import QueuedTask
+from chongming.controller.queued import QueuedTask
 from chongming.errors import ConfigurationError, ControllerClosed
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun

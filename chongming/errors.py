@@ -13,6 +13,9 @@ keeps working for callers who do not know chongming::
     │   │   ├── UnknownUpstream (LookupError)  depends_on names no node of the pipeline
     │   │   └── PipelineCycle              the dependencies go round (the cycle is named)
     │   ├── QuorumNotSupported             quorum settlement asked of a pipeline
+    │   ├── InvalidRetention               a retention or prune setting (names the field)
+    │   │   ├── RetentionTooShort          a period under the idempotency window
+    │   │   └── TaskNotPrunable            a task asked for by id that must stay
     │   └── ScheduleInvalid                a schedule that cannot fire as given (the field named)
     ├── PayloadError (ValueError)          arguments, ids or labels that cannot be stored
     ├── DuplicateTask                      a task id already in use
@@ -71,6 +74,7 @@ __all__ = [
     "FencingError",
     "IdempotencyConflict",
     "InvalidPipeline",
+    "InvalidRetention",
     "InvalidTransition",
     "NeverStarted",
     "NodeConflict",
@@ -78,6 +82,7 @@ __all__ = [
     "PayloadError",
     "PipelineCycle",
     "QuorumNotSupported",
+    "RetentionTooShort",
     "ScheduleInvalid",
     "SchemaError",
     "StepFailed",
@@ -88,6 +93,7 @@ __all__ = [
     "StoreUnavailable",
     "TaskCancelled",
     "TaskNotFound",
+    "TaskNotPrunable",
     "UnknownClusterLimit",
     "UnknownNode",
     "UnknownSchedule",
@@ -121,6 +127,41 @@ class BucketNotOwned(ConfigurationError):
     def __init__(self, bucket: int, owned: str) -> None:
         self.bucket = bucket
         super().__init__(f"bucket {bucket} is not owned by this node (owned buckets: {owned})")
+
+
+class InvalidRetention(ConfigurationError):
+    """A retention or prune setting that cannot be used; nothing was deleted."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{field}: {problem}; {fix}")
+
+
+class RetentionTooShort(InvalidRetention):
+    """A period shorter than the idempotency window: a key could die before a replay needs it."""
+
+    def __init__(self, field: str, period: str, window: str) -> None:
+        self.period = period
+        self.window = window
+        super().__init__(
+            field,
+            f"{period} is shorter than the idempotency window ({window})",
+            "keep terminal tasks at least that long, or lower idempotency_window"
+            " if no enqueue (the outbox's relay included) can be retried that late",
+        )
+
+
+class TaskNotPrunable(InvalidRetention):
+    """A task named by id that a prune must keep (not terminal, or within the window)."""
+
+    def __init__(self, task_id: str, why: str) -> None:
+        self.task_id = task_id
+        self.why = why
+        super().__init__(
+            "task_id", f"task {task_id!r} {why}", "prune only terminal tasks past the window"
+        )
 
 
 class ScheduleInvalid(ConfigurationError):

@@ -50,7 +50,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
     | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
-    | {"stores.durable", "stores.schedules", "schedules"},
+    | {"stores.durable", "stores.retention", "stores.schedules", "schedules"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
@@ -203,6 +203,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
         "stores.limits",
         "stores.nodes",
         "stores.queue",
+        "stores.retention",
         "stores.schedules",
         "stores.writes",
     }

@@ -69,6 +69,15 @@ def root(
         str | None,
         typer.Option("--owned-buckets", help="Buckets this node owns, e.g. 0-15,32,40-47."),
     ] = None,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            "--node",
+            envvar="CHONGMING_NODE",
+            help="This node's place in a fleet, I/N (0-based): owns the I-th of N "
+            "contiguous bucket ranges (buckets_for_node). Not with --owned-buckets.",
+        ),
+    ] = None,
     owner: Annotated[str | None, typer.Option("--owner", help="This node's owner name.")] = None,
     json: Annotated[bool, typer.Option("--json", help="JSON output for every command.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
@@ -78,6 +87,10 @@ def root(
 
     try:
         parsed = _parse_owned(owned_buckets, num_buckets)
+        if node is not None:
+            if owned_buckets is not None:
+                raise CliError("--node and --owned-buckets both name the owned buckets: give one")
+            parsed = _parse_node(node, num_buckets)
         if owner is not None and not owner:
             raise CliError("--owner must not be empty")
     except CliError as error:
@@ -104,6 +117,21 @@ def _parse_owned(text: str | None, num_buckets: int) -> frozenset[int] | None:
         return None if text is None else parse_bucket_ranges(text, num_buckets)
     except ConfigurationError as error:
         raise CliError(f"--owned-buckets: {error}" if text is not None else str(error)) from None
+
+
+def _parse_node(text: str, num_buckets: int) -> frozenset[int]:
+    """``I/N``: the buckets node I of a fleet of N owns (contiguous ranges that cover all)."""
+    from chongming.cli.session import CliError
+    from chongming.errors import ConfigurationError
+    from chongming.scheduler.buckets import buckets_for_node
+
+    index, slash, count = text.partition("/")
+    if not slash or not index.strip().isdigit() or not count.strip().isdigit():
+        raise CliError(f"--node must be I/N, e.g. 0/4 (node 0 of 4), got {text!r}")
+    try:
+        return frozenset(buckets_for_node(int(index), int(count), num_buckets))
+    except ConfigurationError as error:
+        raise CliError(f"--node {text}: {error}") from None
 
 
 def _fail(error: BaseException, debug: bool) -> NoReturn:
@@ -490,5 +518,6 @@ def main() -> None:
 # registers them on ``app`` (it needs the helpers above, so it comes last).
 from chongming.cli import dashboard_command as _dashboard_command  # noqa: E402, F401
 from chongming.cli import limit_commands as _limit_commands  # noqa: E402, F401
+from chongming.cli import prune_commands as _prune_commands  # noqa: E402, F401
 from chongming.cli import schedule_commands as _schedule_commands  # noqa: E402, F401
 from chongming.cli import task_commands as _task_commands  # noqa: E402, F401

@@ -191,9 +191,18 @@ def worker(
     log_level: Annotated[
         str, typer.Option("--log-level", help="debug, info, warning or error.")
     ] = "info",
+    retention: Annotated[
+        str | None,
+        typer.Option("--retention", help="Prune terminal tasks finished longer ago (e.g. 7d)."),
+    ] = None,
+    retention_failed: Annotated[
+        str | None,
+        typer.Option("--retention-failed", help="Keep failed and lost tasks this long instead."),
+    ] = None,
 ) -> None:
     """Claim and run queued tasks the module registers, until SIGTERM or Ctrl-C."""
     from chongming.cli.limit_commands import parse_limit
+    from chongming.cli.prune_commands import retention_of
     from chongming.cli.session import CliError
     from chongming.cli.task_modules import load_task_module
     from chongming.cli.worker_command import (
@@ -225,6 +234,7 @@ def worker(
             health=check_endpoint("--health-port", health_host, health_port),
             log_format=formats[0],
             log_level=formats[1],
+            retention=retention_of(retention, retention_failed),
         )
         module = load_task_module(tasks_module)
         code = run_worker(options, module, settings)

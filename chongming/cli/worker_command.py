@@ -44,6 +44,7 @@ from chongming.logs.records import RedactingFilter
 
 if TYPE_CHECKING:
     from chongming.controller.controller import Controller
+    from chongming.stores.retention import Retention
     from chongming.web.health import WorkerHealth
     from chongming.web.probe_server import ProbeServer, Response, Route
     from chongming.web.worker_metrics import WorkerMetrics
@@ -84,6 +85,7 @@ class WorkerSettings:
     health: Endpoint | None = None
     log_format: LogFormat = LogFormat.TEXT
     log_level: int = logging.INFO
+    retention: Retention | None = None  # docs/retention.md
 
 
 def check_endpoint(option: str, host: str, port: int | None) -> Endpoint | None:
@@ -241,6 +243,7 @@ async def _serve(options: Options, module: ModuleType, settings: WorkerSettings)
                 poll_interval=settings.poll_interval,
                 work=True,
                 observers=None if metrics is None else metrics.observers(),
+                retention=settings.retention,
             )
             if metrics is not None:
                 metrics.owner = controller.owner

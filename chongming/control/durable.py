@@ -34,14 +34,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
+from chongming.control.outages import through_outages
+from chongming.control.parking import PARK_AFTER
 from chongming.errors import (
-    ConfigurationError,
     FactTimeout,
     FencingError,
     NondeterminismError,
     PayloadError,
     StepFailed,
-    StoreUnavailable,
     TaskCancelled,
 )
 from chongming.executors.base import ThreadBaseException, call_guarded, ends_its_carrier
@@ -55,18 +55,15 @@ from chongming.stores.durable import (
     StepKey,
     StepRecord,
 )
-from chongming.task_api.journal import EffectInfo, ParkRequest
+from chongming.task_api.journal import EffectInfo, ParkRequest, StepObserver
 from chongming.task_api.step_threads import StepThreads
 
-__all__ = ["PARK_AFTER", "Journal", "JournalGate", "check_park_threshold"]
+__all__ = ["Journal", "RunSync"]
 
 _T = TypeVar("_T")
 #: Runs a plain function on a worker thread: ``await run_sync(fn, args, kwargs)``.
 RunSync = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
 
-#: The default park threshold (``Controller(park_threshold=...)``): on a worker, a
-#: durable sleep or fact wait with this long (seconds) or more to go parks the task.
-PARK_AFTER = 5.0
 #: A task parked waiting for a fact is claimed again after this long at most, to
 #: look once more: a safety net under the wake that sending the fact causes.
 FACT_RECHECK = 3600.0
@@ -74,8 +71,6 @@ FACT_RECHECK = 3600.0
 RECORD_KEEP = 5.0
 
 _MESSAGE = 2000  # characters of a recorded error message
-#: First and longest pause between tries of a journal call while the store is away.
-_OUTAGE_BACKOFF = (0.05, 2.0)
 
 _log = logging.getLogger("chongming.control")
 
@@ -100,6 +95,7 @@ class Journal:
         "_store",
         "_sync",
         "epoch",
+        "observe",
         "park_threshold",
         "parkable",
         "task_id",
@@ -131,6 +127,13 @@ class Journal:
         self.park_threshold = PARK_AFTER
         #: Plain functions of this attempt on worker threads: its end waits for them.
         self.threads = StepThreads()
+        #: The observers' wrapper of each durable call (tracing's step spans), or None.
+        self.observe: StepObserver | None = None
+
+    @property
+    def replays(self) -> int:
+        """Recorded outcomes this attempt replayed so far."""
+        return self._replayed
 
     @property
     def replaying(self) -> bool:
@@ -223,7 +226,7 @@ class Journal:
         if recorded is not None:
             return self._decided(recorded, name, timeout)
         while True:
-            found = await _through_outages(lambda: self._store.get_fact(self.task_id, name))
+            found = await through_outages(lambda: self._store.get_fact(self.task_id, name))
             value: Any = None if found is None else {"fact": found.payload}
             if value is None and check is not None:
                 checked = await self._call(check, (), {}, label=f"check of fact {name!r}")
@@ -265,7 +268,7 @@ class Journal:
     async def _clock_offset(self) -> float:
         """How far the store's clock is ahead of this node's (seconds, may be negative)."""
         before = SYSTEM_CLOCK.time()
-        store_now = (await _through_outages(self._store.store_time)).timestamp()
+        store_now = (await through_outages(self._store.store_time)).timestamp()
         return store_now - (before + SYSTEM_CLOCK.time()) / 2
 
     def _decided(self, step: StepRecord, name: str, timeout: float | None) -> Any:
@@ -352,7 +355,7 @@ class Journal:
     async def _fenced(self, call: Callable[[], Awaitable[_T]]) -> _T:
         """``call()`` through store outages; a stale epoch fences this attempt off for good."""
         try:
-            return await _through_outages(call)
+            return await through_outages(call)
         except StaleEpoch as error:
             self._fenced_why = str(error)
             raise FencingError(self.task_id, self.epoch, str(error)) from None
@@ -377,90 +380,6 @@ class Journal:
             elif not write.cancelled():
                 write.exception()  # retrieved: its outcome is the cancelled attempt's
             raise
-
-
-class JournalGate:
-    """An attempt's launch gate for a durable task: durable ``starting``, then its journal.
-
-    Called once by the attempt before the function begins. False (do not
-    start) when the store does not hold this node's ``starting`` or another
-    owner holds the task. An unreachable store is waited for; any other
-    store failure raises, and the attempt fails.
-    """
-
-    __slots__ = (
-        "_durable",
-        "_max_resumes",
-        "_owner",
-        "_park_threshold",
-        "_parkable",
-        "_run_sync",
-        "_store",
-        "_task_id",
-        "journal",
-    )
-
-    def __init__(
-        self,
-        store: TaskStore,
-        task_id: str,
-        owner: str,
-        *,
-        max_resumes: int,
-        durable: Callable[[], Awaitable[bool]] | None,
-        parkable: bool = False,
-        park_threshold: float = PARK_AFTER,
-        run_sync: RunSync | None = None,
-    ) -> None:
-        self._parkable = parkable
-        self._park_threshold = park_threshold
-        self._run_sync = run_sync
-        self._store = store
-        self._task_id = task_id
-        self._owner = owner
-        self._max_resumes = max_resumes
-        self._durable = durable
-        self.journal: Journal | None = None
-
-    async def __call__(self) -> bool:
-        if self._durable is not None and not await self._durable():
-            return False
-        store, task_id = self._store, self._task_id
-        try:
-            epoch = await _through_outages(
-                lambda: store.begin_durable_attempt(
-                    task_id, self._owner, max_resumes=self._max_resumes
-                )
-            )
-        except StaleEpoch:
-            return False
-        recorded = await _through_outages(lambda: store.steps(task_id))
-        self.journal = Journal(store, task_id, epoch, recorded, run_sync=self._run_sync)
-        self.journal.parkable = self._parkable
-        self.journal.park_threshold = self._park_threshold
-        return True
-
-
-async def _through_outages(call: Callable[[], Awaitable[_T]]) -> _T:
-    """``call()``, tried again while the store is unreachable, until it answers.
-
-    Every journal call is safe to repeat after an unknown outcome (a step's
-    first record wins, an operation done answers its result, a begun one says
-    it was resumed), and the write-through waits out the same outage: a
-    durable task must not fail, its recorded steps wasted, because the
-    database restarted. A takeover meanwhile shows as a stale epoch once the
-    store answers; a stop cancels the wait.
-    """
-    delay, warned = _OUTAGE_BACKOFF[0], False
-    while True:
-        try:
-            return await call()
-        except StoreUnavailable as error:
-            if not warned:
-                _log.warning("the store is unreachable; a durable task waits for it: %s", error)
-                warned = True
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, _OUTAGE_BACKOFF[1])
 
 
 def _deadline(timeout: float | None, offset: float) -> float | None:
@@ -495,16 +414,6 @@ def _park_waiting(
     else:
         wake = now + FACT_RECHECK
     raise ParkRequest(wake if deadline is None else min(wake, deadline), fact=name)
-
-
-def check_park_threshold(value: object) -> float:
-    """Seconds >= 0 (``math.inf``: never park), or :class:`ConfigurationError`."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ConfigurationError(
-            "Controller.park_threshold must be a number of seconds >= 0 "
-            f"(math.inf: never park), got {value!r}"
-        )
-    return float(value)
 
 
 def _label(key: StepKey) -> str:

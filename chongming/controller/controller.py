@@ -23,22 +23,22 @@ import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.apply import apply_command, send_command
-from chongming.control.durable import PARK_AFTER, check_park_threshold
 from chongming.control.failures import PersistFailures
 from chongming.control.location import open_store
+from chongming.control.parking import PARK_AFTER, check_park_threshold
 from chongming.control.plane import ControlPlane
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import (
     EnqueueMany,
     EnqueueRequest,
-    QueuedTask,
-    ServedVersions,
     build_enqueued,
     store_enqueue,
 )
 from chongming.controller.host import ControllerHost
 from chongming.controller.observers import Observer, wire
 from chongming.controller.plane_calls import PlaneCalls, check_facts, send_facts
+from chongming.controller.queued import QueuedTask
+from chongming.controller.served import ServedVersions
 from chongming.controller.statistics import ControllerStats, count_tasks, local_totals
 from chongming.controller.support import (
     all_done,
@@ -48,7 +48,7 @@ from chongming.controller.support import (
     wind_down,
 )
 from chongming.controller.support import owned_buckets as check_owned
-from chongming.controller.worker import Worker, worker_of
+from chongming.controller.worker import Retention, Worker, check_retention, worker_of
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -134,6 +134,7 @@ class Controller(PlaneCalls, EnqueueMany):
         work: bool = False,
         observers: Iterable[Observer] | None = None,
         park_threshold: float = PARK_AFTER,
+        retention: Retention | None = None,
     ) -> None:
         self.limits = AdmissionLimits(
             max_parallel=max_parallel,
@@ -208,11 +209,12 @@ class Controller(PlaneCalls, EnqueueMany):
         self._cluster = cluster_slots_for(
             self.cluster_limits, plane=plane, host=self._host, poll_interval=self.poll_interval
         )
+        check_retention(retention, work=work)  # a worker prunes: docs/retention.md
         if work:
             if self._plane is None:
                 raise ConfigurationError("work=True needs a store: Controller(store=...)")
             withheld = None if self._cluster is None else self._cluster.blocked
-            self._worker = worker_of(self, self._plane, self._host, withheld)
+            self._worker = worker_of(self, self._plane, self._host, withheld, retention)
         self._pipelines = LivePipelines()
         self._observers = wire(observers, self.owner, self._host, self._plane)  # metrics, traces
 

@@ -6,7 +6,7 @@ the bucket and the earliest start, with its first transition
 (``pending -> queued``, ``orchestrator:enqueued``). A worker that owns the
 bucket and serves the name and version claims it and runs it through the
 ordinary state machine. The enqueuing process needs no registration and runs
-nothing; :class:`QueuedTask` follows the task through the store.
+nothing; :class:`~chongming.controller.queued.QueuedTask` follows the task through the store.
 
 Observers may hand a trace carrier to store with the task
 (:meth:`Observer.trace_carrier <chongming.controller.observers.Observer.trace_carrier>`):
@@ -17,7 +17,6 @@ claims the task continues the enqueuer's trace. A broken carrier is dropped
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import inspect
@@ -27,7 +26,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock, to_datetime
-from chongming.errors import ConfigurationError, PayloadError, TaskNotFound
+from chongming.controller.queued import QueuedTask
+from chongming.errors import ConfigurationError, PayloadError
 from chongming.run.lifecycle import check_tags
 from chongming.state.ids import new_task_id
 from chongming.state.payload import (
@@ -40,21 +40,19 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
-from chongming.stores.nodes import NodeRecord, served_by_live_nodes
 from chongming.stores.queue import Enqueued, check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
 if TYPE_CHECKING:
     from chongming.control.plane import ControlPlane
     from chongming.controller.observers import Observers
+    from chongming.controller.served import ServedVersions
     from chongming.controller.worker import Worker
     from chongming.scheduler.buckets import BucketPolicy
 
 __all__ = [
     "ENQUEUED",
     "EnqueueMany",
-    "QueuedTask",
-    "ServedVersions",
     "build_enqueued",
     "build_enqueued_many",
     "queued_tasks",
@@ -64,8 +62,6 @@ __all__ = [
 
 #: The trigger of an enqueued task's first transition.
 ENQUEUED = Trigger.ENQUEUED
-#: Seconds an enqueue inside the caller's transaction waits for a first view of the workers.
-FIRST_VIEW_WAIT = 0.1
 _BOUND = 2**31
 _log = logging.getLogger("chongming.controller")
 
@@ -395,124 +391,3 @@ class EnqueueMany:
         return queued_tasks(
             plane.store, results, poll=self.poll_interval, return_exceptions=return_exceptions
         )
-
-
-class QueuedTask:
-    """A task enqueued through the store: follow it from any process."""
-
-    __slots__ = ("_poll", "_store", "created", "snapshot", "task_id")
-
-    def __init__(
-        self, store: TaskStore, snapshot: TaskSnapshot, *, created: bool, poll: float
-    ) -> None:
-        self._store = store
-        self._poll = poll
-        self.task_id = snapshot.task_id
-        #: False when an idempotency key answered with a task enqueued earlier.
-        self.created = created
-        #: The task as the store held it when ``enqueue`` returned.
-        self.snapshot = snapshot
-
-    async def get(self) -> TaskSnapshot:
-        """The task as the store holds it now."""
-        found = await self._store.get(self.task_id)
-        if found is None:
-            raise TaskNotFound(self.task_id)
-        return found
-
-    async def wait(self, timeout: float | None = None) -> TaskSnapshot:
-        """Poll the store until the task ended; its final snapshot.
-
-        ``timeout`` (seconds) raises :class:`TimeoutError` and leaves the task
-        alone. The store is read every ``poll_interval`` of the controller.
-        """
-        async with asyncio.timeout(timeout):
-            while True:
-                snapshot = await self.get()
-                if snapshot.is_terminal:
-                    return snapshot
-                await asyncio.sleep(self._poll)
-
-    def __repr__(self) -> str:
-        return f"<QueuedTask {self.task_id!r} created={self.created}>"
-
-
-class ServedVersions:
-    """What live workers serve, read from the node rows at most every ``ttl`` seconds.
-
-    An unversioned enqueue of a name this process has not registered is
-    pinned to the highest version a live worker serves, so a deploy of
-    ``@N+1`` takes new work while ``@N`` drains. A name some live worker
-    serves unversioned, or nobody serves, stays unversioned.
-
-    Inside the caller's transaction (``wait=False``) the read must not be
-    waited for: on SQLite it is a write (it raises the store clock), so it
-    queues behind the write lock that very transaction holds, and the enqueue
-    would wait out the busy timeout and fail. It then runs beside, on a task
-    owned here, and the last view is used. The first such enqueue of a
-    controller that has no view yet waits for one at most
-    :data:`FIRST_VIEW_WAIT` seconds (once: on SQLite the read waits for the
-    caller's commit, and a tight loop of transactions may hold it off longer).
-    """
-
-    __slots__ = ("_read_at", "_reading", "_served", "_store", "_ttl", "_waited")
-
-    def __init__(self, store: TaskStore, ttl: float) -> None:
-        self._store = store
-        self._ttl = ttl
-        self._read_at = float("-inf")
-        self._served: frozenset[str] = frozenset()
-        self._reading: asyncio.Task[None] | None = None
-        self._waited = False
-
-    async def highest(self, name: str, *, wait: bool = True) -> int | None:
-        """The version to pin an unversioned enqueue of ``name`` to (``None``: unversioned).
-
-        Concurrent enqueues that find the view stale share one read of the
-        node rows (not one read each).
-        """
-        loop = asyncio.get_running_loop()
-        if loop.time() - self._read_at > self._ttl:
-            reading = self._reading
-            if reading is None:
-                reading = self._reading = loop.create_task(
-                    self._read(), name="chongming:served-versions"
-                )
-                reading.add_done_callback(_read_done)
-            if wait:
-                await asyncio.shield(reading)  # its error is this enqueue's
-            elif not self._waited and self._read_at == float("-inf"):
-                self._waited = True
-                await asyncio.wait([reading], timeout=FIRST_VIEW_WAIT)
-        if name in self._served:
-            return None
-        prefix = name + "@"
-        versions = [
-            int(entry[len(prefix) :])
-            for entry in self._served
-            if entry.startswith(prefix) and entry[len(prefix) :].isdigit()
-        ]
-        return max(versions) if versions else None
-
-    def _take(self, nodes: list[NodeRecord], at: float) -> None:
-        self._served = served_by_live_nodes(nodes)
-        self._read_at = at
-
-    async def _read(self) -> None:
-        try:
-            self._take(await self._store.nodes(), asyncio.get_running_loop().time())
-        finally:
-            self._reading = None
-
-    async def aclose(self) -> None:
-        """Stop a read in flight (the controller closes before its store)."""
-        reading, self._reading = self._reading, None
-        if reading is not None:
-            reading.cancel()
-            await asyncio.wait([reading])
-
-
-def _read_done(reading: asyncio.Task[None]) -> None:
-    """A failed read leaves the view as it was; a later enqueue reads again."""
-    if not reading.cancelled() and (error := reading.exception()) is not None:
-        _log.debug("reading what live workers serve failed (%s)", error)

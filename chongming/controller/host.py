@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
-from chongming.control.durable import PARK_AFTER, JournalGate
+from chongming.control.parking import PARK_AFTER
 from chongming.control.plane import ControlPlane
 from chongming.controller.observers import Observers
 from chongming.errors import DuplicateTask, StoreError
@@ -232,7 +233,7 @@ class ControllerHost:
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         if self._observer is not None:
             coro = self._observer.wrap_attempt(run, coro)
-        return self._tasks.spawn(coro)
+        return self._tasks.spawn(coro, context=run.caller_context.copy())
 
     def _record(self, run: HostedRun, previous: TaskStatus) -> None:
         """The sink: persist, retire an ended run, publish (the run moved the counts)."""
@@ -252,6 +253,10 @@ class ControllerHost:
         writer, version = plane.writer, run.status_version
         spec = getattr(run, "spec", None)
         if spec is not None and spec.durable:
+            # Imported here: a controller that runs no durable task never loads the journal.
+            from chongming.control.journal_gate import JournalGate
+
+            observer = self._observer
             return JournalGate(
                 plane.store,
                 run.task_id,
@@ -261,6 +266,11 @@ class ControllerHost:
                 parkable=self.parking and getattr(run, "adopted", None) is not None,
                 park_threshold=self.park_threshold,
                 run_sync=self._run_sync_step,
+                observe=(
+                    functools.partial(observer.wrap_step, run)
+                    if observer is not None and observer.wraps_steps
+                    else None
+                ),
             )
         return lambda: writer.durable(run, version)
 

@@ -85,6 +85,19 @@ class Observer:
         """
         return coro
 
+    def wrap_step(
+        self, run: Any, kind: str, name: str, journal: Any, call: Coroutine[Any, Any, Any]
+    ) -> Coroutine[Any, Any, Any]:
+        """One durable call of a task's attempt, in the attempt's own flow: return ``call``,
+        or a coroutine that awaits it.
+
+        ``kind``: ``step``, ``effect``, ``sleep`` or ``fact`` (``ctx.wait_for_fact``);
+        ``name`` is its name or op key; ``journal.replays`` counts the recorded
+        outcomes the attempt replayed so far (more after the call: it replayed).
+        Called only for durable tasks, and only when an observer takes it.
+        """
+        return call
+
     def trace_carrier(self) -> Mapping[str, str] | None:
         """At ``enqueue``, in the caller's context: what to store with the task for tracing.
 
@@ -169,6 +182,9 @@ class Observers(Observer):
         members = self.members
         self._registering = _taking(members, "registered")
         self._wrapping = _taking(members, "wrap_attempt")
+        self._stepping = _taking(members, "wrap_step")
+        #: True when a member wraps durable calls (the host hands the journal ``wrap_step``).
+        self.wraps_steps = bool(self._stepping)
         self._carrying = _taking(members, "trace_carrier")
         self._claiming = _taking(members, "claimed")
         self._writing = _taking(members, "write_started", "write_ended")
@@ -217,6 +233,16 @@ class Observers(Observer):
             except Exception:
                 _log.exception("observer %r failed to wrap an attempt", member)
         return coro
+
+    def wrap_step(
+        self, run: Any, kind: str, name: str, journal: Any, call: Coroutine[Any, Any, Any]
+    ) -> Coroutine[Any, Any, Any]:
+        for member in self._stepping:
+            try:
+                call = member.wrap_step(run, kind, name, journal, call)
+            except Exception:
+                _log.exception("observer %r failed to wrap a durable call", member)
+        return call
 
     def trace_carrier(self) -> dict[str, str] | None:
         """The members' carriers merged and checked; never raises (see :class:`Observer`)."""

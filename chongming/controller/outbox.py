@@ -18,7 +18,12 @@ moves committed rows to the store:
   in the same transaction, so it cannot hold up the rows behind it.
 
 Exactly once here means: every committed row becomes one task, and a row
-whose transaction rolled back becomes none. Proven with real relay processes
+whose transaction rolled back becomes none. It relies on one thing outside the
+relay: the key ``<prefix><id>`` is still in the store when a row is retried,
+i.e. for as long as a row can wait unpublished after the relay that enqueued
+it died. Retention deletes a key only with its task and never within the
+idempotency window after the task ended (docs/retention.md); keep that
+window above the longest a relay can be down. Proven with real relay processes
 SIGKILLed mid-batch in tests/control/test_outbox_processes.py.
 
 PostgreSQL (asyncpg) only. The table is created by :func:`install_outbox`.

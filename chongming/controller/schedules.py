@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock
-from chongming.controller.enqueue import EnqueueRequest, QueuedTask, build_enqueued
+from chongming.controller.enqueue import EnqueueRequest, build_enqueued
+from chongming.controller.queued import QueuedTask
 from chongming.errors import (
     ConfigurationError,
     PayloadError,

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
+from chongming.control.pruner import BackgroundPruner, check_retention, pruner_for
 from chongming.controller.schedules import schedule_loop_for
 from chongming.errors import ChongmingError, StoreUnavailable, VersionConflict
 from chongming.policies.windows import ControlWindows
@@ -45,6 +46,7 @@ from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.queue import ClaimedTask, Serves
+from chongming.stores.retention import Retention
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec
 
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from chongming.run.task_run import TaskRun
     from chongming.schedules.loop import ScheduleLoop
 
-__all__ = ["Worker", "claimed_run", "worker_of"]
+__all__ = ["Retention", "Worker", "check_retention", "claimed_run", "worker_of"]
 
 _log = logging.getLogger("chongming.control")
 _T = TypeVar("_T")
@@ -84,6 +86,7 @@ class Worker:
         exclude_tags: Callable[[], Collection[str]] | None = None,
         unlimited: bool = False,
         clock: Clock | None = None,
+        pruner: BackgroundPruner | None = None,
         schedules: ScheduleLoop | None = None,
     ) -> None:
         #: The scheduler loop this worker runs beside its claims (docs/schedules.md).
@@ -100,6 +103,7 @@ class Worker:
         self._max_parallel = max_parallel
         self._make_run = make_run
         self._carriers_failed = False
+        self._pruner = pruner  # retention=: owned here, started and closed with the claims
         self._claims = ClaimLoop(
             plane.store,
             owner=owner,
@@ -125,6 +129,8 @@ class Worker:
         self._host.on_finished = self._claims.wake
         self._host.parking = True  # a claimed durable task may park for a long sleep
         self._claims.start()
+        if self._pruner is not None:
+            self._pruner.start()
         if self.schedules is not None:
             self.schedules.start()
 
@@ -147,6 +153,8 @@ class Worker:
         instead of the closing host stopping it.
         """
         self._host.on_finished = None
+        if self._pruner is not None:
+            await self._pruner.aclose()
         if self.schedules is not None:
             await self.schedules.aclose()
         await self._claims.aclose()
@@ -477,6 +485,7 @@ def worker_of(
     plane: ControlPlane,
     host: ControllerHost,
     withheld: Callable[[], frozenset[str]] | None,
+    retention: Retention | None = None,
 ) -> Worker:
     """The worker half of ``controller`` (``work=True``), wired to its plane and host."""
     limits = controller.limits
@@ -505,6 +514,7 @@ def worker_of(
             and not controller.cluster_limits
         ),
         clock=controller.clock,
+        pruner=pruner_for(retention, plane.store, clock=controller.clock),
         schedules=schedule_loop_for(
             plane.store, controller.registry, controller.clock, controller.max_payload_bytes
         ),

@@ -31,13 +31,17 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from chongming.executors.process_protocol import FrameReader, ProtocolError, encode
-from chongming.state.records import Progress
-from chongming.task_api.signals import AttemptSignals, CarrierKind
+from chongming.state.records import JsonValue, Progress
+from chongming.task_api.context import TaskContext
+from chongming.task_api.signals import CarrierKind
 
-__all__ = ["POLL_EVERY", "SEND_EVERY", "ChildLink", "ChildSignals"]
+__all__ = ["POLL_EVERY", "SEND_EVERY", "ChildContext", "ChildLink"]
 
 #: Seconds between two looks at the control pipe from checkpoints.
 POLL_EVERY = 0.0005
@@ -46,21 +50,33 @@ SEND_EVERY = 0.01
 _WAIT_MS = 50  # a paused task looks at its pipe at least this often
 
 _monotonic = time.monotonic
+_NO_UPSTREAM: Mapping[str, JsonValue] = MappingProxyType({})
 
 
-class ChildSignals(AttemptSignals):
-    """The control block of a task running in a worker; fed by :class:`ChildLink`.
+class ChildContext(TaskContext):
+    """The context of a task running in a worker, and its control block; fed by :class:`ChildLink`.
 
-    It stands in for the parent's :class:`AttemptSignals`, so the child runs
-    the very same :class:`TaskContext` code: a sync task uses the thread
-    flavour of ``checkpoint()`` (a pause blocks it), a coroutine the awaited
-    one. The base constructor wants the parent's event loop; a worker has
-    none, so the fields are set here and the loop-bound methods are replaced.
+    A :class:`TaskContext` whose loop-bound parts are replaced, so the child
+    runs the very same context code as the parent: a sync task uses the
+    thread flavour of ``checkpoint()`` (a pause blocks it), a coroutine the
+    awaited one. The base constructor wants the parent's event loop; a worker
+    has none, so the fields are set here.
     """
 
     __slots__ = ("_link", "_stop", "changed")
 
-    def __init__(self, link: ChildLink, carrier: CarrierKind) -> None:
+    def __init__(
+        self,
+        link: ChildLink,
+        carrier: CarrierKind,
+        *,
+        task_id: str,
+        name: str,
+        attempt: int,
+        artifact_root: Path,
+        upstream: Mapping[str, JsonValue] | None,
+        trace_id: str | None = None,
+    ) -> None:
         self._link = link
         self.carrier = carrier
         self.launched = True
@@ -69,15 +85,24 @@ class ChildSignals(AttemptSignals):
         self.pause_requested = False
         self.pause_generation = 0
         self._time = _monotonic
-        self.heartbeat = _monotonic()
+        self.last_beat = _monotonic()
         self.loop_thread = -1  # no thread of a worker is the parent's loop thread
         self._thread_gate = None
         self._async_gate = None
-        self._on_launch = _nothing
-        self._on_pause_reached = _ignore
         self._relay = _nothing
         self.carrier_end = None
         self.changed: asyncio.Event | None = None  # set on every control message (coroutines)
+        self.task_id = task_id
+        self.name = name
+        self.attempt = attempt
+        self.upstream = upstream or _NO_UPSTREAM
+        self._artifact_root = artifact_root
+        self._artifact_dir = None
+        self._on_progress = link.progress
+        self._logger = None
+        self._unawaited = None
+        self.journal = None
+        self.trace_id = trace_id
 
     @property
     def stop_requested(self) -> bool:
@@ -100,11 +125,11 @@ class ChildSignals(AttemptSignals):
 
     def beat(self) -> None:
         now = _monotonic()
-        self.heartbeat = now
+        self.last_beat = now
         self._link.checkpoint(now)
 
     def heartbeat_age(self) -> float:
-        return max(0.0, _monotonic() - self.heartbeat)
+        return max(0.0, _monotonic() - self.last_beat)
 
     def enter(self, *, from_thread: bool) -> bool:
         return not self._stop
@@ -149,7 +174,7 @@ class ChildLink:
         self._sending = threading.Lock()
         self.closed = False  # the parent is gone (or the stream broke)
         self.seq: int | None = None  # the job running now
-        self._signals: ChildSignals | None = None
+        self._signals: ChildContext | None = None
         self._progress: Progress | None = None
         self._beat_sent = 0.0
         self._next_send = 0.0
@@ -275,13 +300,13 @@ class ChildLink:
         with self._sending:
             self._write(frame)
 
-    def begin(self, seq: int, signals: ChildSignals) -> None:
+    def begin(self, seq: int, signals: ChildContext) -> None:
         now = _monotonic()
         with self._sending:
             self.seq = seq
             self._signals = signals
             self._progress = None
-            self._beat_sent = signals.heartbeat
+            self._beat_sent = signals.last_beat
             self._next_send = now + SEND_EVERY
             self._next_poll = now
             early, self._early = self._early, None
@@ -364,7 +389,7 @@ class ChildLink:
                     ]
                 )
             )
-        heartbeat = signals.heartbeat
+        heartbeat = signals.last_beat
         if beat and heartbeat > self._beat_sent:
             self._beat_sent = heartbeat
             frames.append(encode(["beat", seq, max(0.0, now - heartbeat)]))
@@ -413,8 +438,4 @@ class ChildLink:
 
 
 def _nothing() -> None:
-    pass
-
-
-def _ignore(generation: int) -> None:
     pass

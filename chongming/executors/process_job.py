@@ -53,6 +53,7 @@ class Job:
             "attempt": context.attempt,
             "artifact_root": os.fspath(context.artifact_root),
             "upstream": dict(context.upstream),
+            "trace_id": context.trace_id,
             "args": list(args),
             "kwargs": kwargs,
             "stop": signals.stop_requested,

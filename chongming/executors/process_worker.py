@@ -7,7 +7,7 @@ time, until the parent closes the pipe or sends ``close``.
 
 A job names its function (``module``, ``qualname``) and carries JSON
 arguments; nothing the worker receives is unpickled. The worker imports the
-function, builds a :class:`TaskContext` over a :class:`ChildSignals`, calls
+function, builds a :class:`TaskContext` over a :class:`ChildContext`, calls
 it (a coroutine function on a fresh event loop) and sends back the result,
 the exception, or why the result cannot be stored. A task that raises
 ``SystemExit``, ``KeyboardInterrupt`` or another ``BaseException`` fails
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from chongming.errors import PayloadError
-from chongming.executors.process_child import ChildLink, ChildSignals
+from chongming.executors.process_child import ChildContext, ChildLink
 from chongming.executors.process_protocol import encode
 from chongming.executors.process_target import TargetName, resolve_target
 from chongming.state.payload import json_form
@@ -78,17 +78,17 @@ def _run_job(link: ChildLink, seq: int, job: dict[str, Any]) -> None:
         text = f"the worker could not import {name.module}.{name.qualname}: {_describe(error)}"
         link.send(["launch_error", seq, text])
         return
-    signals = ChildSignals(link, CarrierKind.COROUTINE if is_async else CarrierKind.THREAD)
-    signals.apply(bool(job["stop"]), bool(job["pause"]), int(job["generation"]))
-    context = TaskContext(
+    signals = context = ChildContext(
+        link,
+        CarrierKind.COROUTINE if is_async else CarrierKind.THREAD,
         task_id=str(job["task_id"]),
         name=str(job["name"]),
         attempt=int(job["attempt"]),
-        signals=signals,
         artifact_root=Path(job["artifact_root"]),
-        on_progress=link.progress,
         upstream=job["upstream"],
+        trace_id=job.get("trace_id"),
     )
+    signals.apply(bool(job["stop"]), bool(job["pause"]), int(job["generation"]))
     args, kwargs = tuple(job["args"]), dict(job["kwargs"])
     link.begin(seq, signals)
     try:
@@ -115,7 +115,7 @@ def _run_coroutine(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     link: ChildLink,
-    signals: ChildSignals,
+    signals: ChildContext,
 ) -> Any:
     """Await ``fn`` on a fresh event loop that also watches the parent's pipe.
 

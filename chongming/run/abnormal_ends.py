@@ -67,7 +67,7 @@ def fail_internally(run: RunLifecycle, error: BaseException, doing: str) -> None
     current = run._current
     if current is not None:
         run._current = None  # its later report is not trusted
-        current.request_stop(0.0)  # the carrier may still run; tell it to end
+        current.stop_within(0.0)  # the carrier may still run; tell it to end
     for step in shortest_path(status, FAILED)[1:]:
         try:
             run._move(step, Trigger.INTERNAL_ERROR, reason=doing)

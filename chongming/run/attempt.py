@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import logging
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 
-from chongming.errors import PayloadError
 from chongming.executors.base import StopSemantics
 from chongming.run.plan import AttemptInputs, AttemptListener, AttemptPlan
+from chongming.run.result import check_result
 from chongming.run.verdict import Force, ForceKind, Verdict, VerdictKind, judge, judge_return
-from chongming.state.payload import json_form, plain_json
 from chongming.state.records import Failure, FailureKind, JsonValue
 from chongming.task_api.context import TaskContext
 from chongming.task_api.journal import ParkRequest
-from chongming.task_api.signals import AttemptSignals, CarrierKind
+from chongming.task_api.signals import CarrierKind, loop_clock
 
 __all__ = ["Attempt"]
 
@@ -26,15 +26,23 @@ _COROUTINE = CarrierKind.COROUTINE
 _INLINE = CarrierKind.INLINE
 #: The ints :func:`~chongming.state.payload.plain_json` passes as they are (64-bit).
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+_NO_UPSTREAM: Mapping[str, JsonValue] = MappingProxyType({})
 
 
-class Attempt:
-    """One try of a run; its run holds at most one current attempt at a time.
+def _nothing() -> None:
+    pass
 
-    All methods run on the event-loop thread. The driver coroutine reports
-    its end once; timers that give up on a carrier report for it, and a late
-    end after that is dropped (the run already recorded ``lost``). Time is
-    read on the loop's clock, the one its timers run on.
+
+class Attempt(TaskContext):
+    """One try of a run, and the context its function receives (one object, not three).
+
+    Its run holds at most one current attempt at a time. Its control block
+    (the flags checkpoints read, on any thread) and the context's API are
+    inherited; this adds the driver, the timers and the verdict. All its own
+    methods run on the event-loop thread. The driver coroutine reports its
+    end once; timers that give up on a carrier report for it, and a late end
+    after that is dropped (the run already recorded ``lost``). Time is read
+    on the loop's clock, the one its timers run on.
     """
 
     __slots__ = (
@@ -44,9 +52,7 @@ class Attempt:
         "_held",
         "_hold_timer",
         "_listener",
-        "_loop",
         "_watch_timer",
-        "context",
         "finished",
         "force",
         "inputs",
@@ -54,7 +60,6 @@ class Attempt:
         "paused_since",
         "paused_total",
         "plan",
-        "signals",
         "started",
         "task",
     )
@@ -67,16 +72,44 @@ class Attempt:
         listener: AttemptListener,
         gate: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
+        # Every field in one constructor (the context's and the control
+        # block's inline): an attempt is made per task, on the hot path.
+        loop = asyncio.get_running_loop()
+        executor = plan.executor
+        # -- the control block (AttemptSignals.init_signals, inline)
+        self.carrier = _COROUTINE if executor is None else executor.carrier
+        self.launched = False
+        self.abandoned = False
+        self.stop_requested = False
+        self.pause_requested = False
+        self.pause_generation = 0
+        self._time = clock = loop_clock(loop)
+        self.last_beat = clock()
+        self._loop = loop
+        self.loop_thread = threading.get_ident()
+        self._thread_gate = None
+        self._async_gate = None
+        self._relay = _nothing
+        self.carrier_end = None
+        # -- the context the function sees
+        self.task_id = inputs.task_id
+        self.name = plan.name
+        self.attempt = number
+        upstream = inputs.upstream
+        self.upstream = upstream or _NO_UPSTREAM
+        self._artifact_root = plan.artifact_root
+        self._artifact_dir = None
+        self._on_progress = listener.report_progress
+        self._logger = None
+        self._unawaited = None
+        self.journal = None
+        self.trace_id = None
+        # -- the attempt
         self._gate = gate
         self.plan = plan
         self.inputs = inputs
         self.number = number
         self._listener = listener
-        self._loop = loop = asyncio.get_running_loop()
-        executor = plan.executor
-        carrier = _COROUTINE if executor is None else executor.carrier
-        self.signals = AttemptSignals(carrier, loop, self._pause_reached, self._launched)
-        self.context: TaskContext | None = None
         self.task: asyncio.Task[None] | None = None
         self.force: Force | None = None
         self.finished = False
@@ -95,10 +128,6 @@ class Attempt:
         executor = self.plan.executor
         return None if executor is None else executor.stop_semantics
 
-    @property
-    def launched(self) -> bool:
-        return self.signals.launched
-
     def launch(self) -> None:
         self.task = self._listener.spawn_attempt(self.drive())
 
@@ -109,11 +138,10 @@ class Attempt:
         nothing more. False when the function already began (its "running"
         notice is on its way); the attempt goes on.
         """
-        if self.finished or self.signals.abandon():
+        if self.finished or self.abandon():
             return False
         self.finished = True
         self._cancel_timers()
-        self.signals.detach()
         if self.task is not None and not self.task.done():
             self.force = Force(kind=ForceKind.TIMEOUT, timeout_kind=FailureKind.TIMEOUT_START)
             self.task.cancel()
@@ -127,16 +155,7 @@ class Attempt:
         inputs = self.inputs
         executor = plan.executor
         on_loop = executor is None or executor.carrier is _INLINE
-        context = TaskContext(
-            task_id=inputs.task_id,
-            name=plan.name,
-            attempt=self.number,
-            signals=self.signals,
-            artifact_root=plan.artifact_root,
-            on_progress=self._listener.report_progress,
-            upstream=inputs.upstream,
-        )
-        self.context = context
+        context = self
         gate = self._gate
         if gate is not None:
             self._gate = None
@@ -144,7 +163,7 @@ class Attempt:
                 if not await gate():
                     # The store does not hold our "starting" (this node was let go):
                     # the function must not begin.
-                    self.signals.request_stop()
+                    self.request_stop()
             except asyncio.CancelledError:
                 if self.finished:
                     return
@@ -158,14 +177,13 @@ class Attempt:
             context.journal = getattr(gate, "journal", None)
         if on_loop:
             # Coroutines and inline calls start right here, on this thread:
-            # ``signals.enter(from_thread=False)`` and ``_launched()``, inline.
-            signals = self.signals
-            signals.launched = True
-            if signals.abandoned or signals.stop_requested:
+            # ``enter(from_thread=False)`` and ``_on_launch()``, inline.
+            self.launched = True
+            if self.abandoned or self.stop_requested:
                 self._report(Verdict(kind=VerdictKind.STOPPED))
                 return
             if not self.finished and self.force is None:
-                self.started = self._loop.time()
+                self.started = self._time()
                 self._listener.attempt_running(self)
                 if plan.timeout is not None:
                     self._arm_watch()
@@ -213,11 +231,11 @@ class Attempt:
             else:
                 self._finish(returned=True, value=value)
 
-    def _launched(self) -> None:
+    def _on_launch(self) -> None:
         """The carrier is about to call the function: the attempt is running."""
         if self.finished or self.force is not None:
             return
-        self.started = self._loop.time()
+        self.started = self._time()
         self._listener.attempt_running(self)
         self._arm_watch()
 
@@ -249,14 +267,14 @@ class Attempt:
                 returned=False,
                 error=error,
                 cancelled=cancelled,
-                launched=self.signals.abandon() if cancelled else True,
+                launched=self.abandon() if cancelled else True,
                 force=self.force,
-                stop_requested=self.signals.stop_requested,
+                stop_requested=self.stop_requested,
                 stop_semantics=self.stop_semantics,
-                carrier_end=self.signals.carrier_end,
+                carrier_end=self.carrier_end,
             )
         if verdict.kind is _SUCCEEDED:
-            verdict = _check_result(verdict, self.context, self.plan.max_payload_bytes)
+            verdict = check_result(verdict, self, self.plan.max_payload_bytes)
         self._settle(verdict)
 
     # -- step threads: one live copy of a step's body ----------------------------
@@ -274,7 +292,7 @@ class Attempt:
         or a host's cancellation at once. A thread still running then makes
         the attempt ``lost``, as for a thread task.
         """
-        journal = None if self.context is None else self.context.journal
+        journal = self.journal
         threads = None if journal is None else getattr(journal, "threads", None)
         if threads is None or not threads.running:
             self._report(verdict)
@@ -302,8 +320,7 @@ class Attempt:
         held = self._held
         if held is None or self.finished:
             return
-        journal = None if self.context is None else self.context.journal
-        threads = getattr(journal, "threads", None)
+        threads = getattr(self.journal, "threads", None)
         running = ", ".join(threads.running) if threads is not None else "a step"
         message = (
             f"{_ended_how(self.force, held)}, but the plain function of {running} was "
@@ -322,15 +339,16 @@ class Attempt:
             or self._hold_timer is not None
         ):
             self._cancel_timers()
-        self.signals.detach()
+        self._relay = _nothing
         self.task = None
         self._listener.attempt_ended(self, verdict)
 
     # -- control requests (from the run) ---------------------------------------
 
-    def request_stop(self, grace: float) -> None:
+    def stop_within(self, grace: float) -> None:
+        """Ask the function to stop; after ``grace`` seconds, make it (or give up on it)."""
         self._cancel_watch()
-        self.signals.request_stop()
+        self.request_stop()
         if self._grace_timer is None:
             self._grace_timer = self._loop.call_later(grace, self._grace_expired)
 
@@ -381,19 +399,19 @@ class Attempt:
 
     # -- pause -----------------------------------------------------------------
 
-    def _pause_reached(self, generation: int) -> None:
+    def _on_pause_reached(self, generation: int) -> None:
         if not self.finished:
             self._listener.attempt_paused(self, generation)
 
     def suspend_clock(self) -> None:
         self._cancel_watch()
-        self.paused_since = self._loop.time()
+        self.paused_since = self._time()
 
     def resume_clock(self) -> None:
         if self.paused_since is not None:
-            self.paused_total += self._loop.time() - self.paused_since
+            self.paused_total += self._time() - self.paused_since
             self.paused_since = None
-        self.signals.beat()
+        self.beat()
         self._arm_watch()
 
     # -- timeouts --------------------------------------------------------------
@@ -402,31 +420,31 @@ class Attempt:
         timeout = self.plan.timeout
         if timeout is None or not timeout.watches_attempt or self.force is not None:
             return
-        expiry = timeout.attempt_expiry(self.started + self.paused_total, self.signals.heartbeat)
+        expiry = timeout.attempt_expiry(self.started + self.paused_total, self.last_beat)
         if expiry is None:
             return
-        delay = max(0.0, expiry.at - self._loop.time())
+        delay = max(0.0, expiry.at - self._time())
         self._watch_timer = self._loop.call_later(delay, self._watch_fired)
 
     def _watch_fired(self) -> None:
         self._watch_timer = None
         if self.finished or self.force is not None or self.paused_since is not None:
             return
-        if self.signals.stop_requested:
+        if self.stop_requested:
             return
         timeout = self.plan.timeout
         assert timeout is not None
-        expiry = timeout.attempt_expiry(self.started + self.paused_total, self.signals.heartbeat)
+        expiry = timeout.attempt_expiry(self.started + self.paused_total, self.last_beat)
         if expiry is None:
             return
-        if expiry.at > self._loop.time():
+        if expiry.at > self._time():
             self._arm_watch()  # a checkpoint moved the idle deadline
             return
         force = Force(kind=ForceKind.TIMEOUT, timeout_kind=expiry.kind)
         if self.stop_semantics is StopSemantics.ABANDON:
             # A thread can only be asked; give it the grace window before giving up.
             self.force = force
-            self.request_stop(self.plan.windows.stop_grace)
+            self.stop_within(self.plan.windows.stop_grace)
         else:
             self._force(dataclasses.replace(force, cancelled=True))
 
@@ -464,40 +482,3 @@ def _ended_how(force: Force | None, held: Verdict) -> str:
     if force.kind is ForceKind.HAND_BACK:
         return "the worker was closing (it hands its tasks back)"
     return "the host closed"
-
-
-def _check_result(verdict: Verdict, context: TaskContext | None, limit: int | None) -> Verdict:
-    if context is not None and context.has_unawaited_checkpoint:
-        error = context.misuse_error()
-        failure = Failure(
-            kind=FailureKind.EXCEPTION,
-            message=str(error),
-            exception_type=type(error).__name__,
-            retryable=False,
-        )
-        return Verdict(kind=VerdictKind.FAILED, failure=failure, error=error)
-    value: JsonValue = verdict.value
-    if plain_json(value):
-        return verdict  # None, a bool, a 64-bit int: stored as it is, no check can fail
-    if inspect.iscoroutine(value):
-        value.close()  # never awaited: close it so Python does not warn at exit
-        failure = Failure(
-            kind=FailureKind.RESULT_INVALID,
-            message="the task returned a coroutine; declare the task function `async def`",
-            exception_type="coroutine",
-            retryable=False,
-        )
-        return Verdict(kind=VerdictKind.FAILED, failure=failure)
-    try:
-        value = json_form(value, "result", limit)
-    except PayloadError as error:
-        failure = Failure(
-            kind=FailureKind.RESULT_INVALID,
-            message=f"{error}; return JSON data (store large data elsewhere and return a pointer)",
-            exception_type=type(value).__name__,
-            retryable=False,
-        )
-        return Verdict(kind=VerdictKind.FAILED, failure=failure)
-    if value is verdict.value:
-        return verdict
-    return Verdict(kind=VerdictKind.SUCCEEDED, value=value)

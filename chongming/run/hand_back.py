@@ -55,7 +55,7 @@ def hand_back(run: RunLifecycle, reason: str) -> bool:
     if durable:
         current.hand_back()
     else:
-        current.request_stop(run.windows.stop_grace)
+        current.stop_within(run.windows.stop_grace)
     return True
 
 

@@ -8,9 +8,9 @@ never inspected, so the frozen records are built only when someone reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TypeAlias
 
-from chongming.clock import to_datetime
 from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 
@@ -23,6 +23,9 @@ Step: TypeAlias = tuple[int, str, str, float, str, str, str | None, int]
 
 #: Enum ``.value`` is a slow descriptor on Python 3.11; the hot path looks it up here.
 STATUS_VALUE = {status: status.value for status in TaskStatus}
+#: And back: ``TaskStatus(value)`` is two Python frames (the enum's ``__call__`` and ``__new__``).
+_STATUS_OF = {status.value: status for status in TaskStatus}
+_from_timestamp = datetime.fromtimestamp
 
 
 def extend_records(task_id: str, steps: Sequence[Step], records: list[Transition]) -> None:
@@ -32,9 +35,9 @@ def extend_records(task_id: str, steps: Sequence[Step], records: list[Transition
             Transition(
                 task_id=task_id,
                 version=version,
-                from_status=TaskStatus(current),
-                to_status=TaskStatus(target),
-                at=to_datetime(at),
+                from_status=_STATUS_OF[current],
+                to_status=_STATUS_OF[target],
+                at=_from_timestamp(at, UTC),  # to_datetime, inline
                 trigger=trigger,
                 actor=actor,
                 reason=reason,

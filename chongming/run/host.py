@@ -8,6 +8,7 @@ persists nothing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine
 from typing import Any, Protocol
@@ -23,6 +24,10 @@ __all__ = ["HostedRun", "OwnedTasks", "RunHost", "StandaloneHost", "cancel_and_w
 
 _log = logging.getLogger("chongming.run")
 _MIN_SWEEP = 1024
+_NO_COUNTS: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+#: The thread executor every standalone run shares (docs/executors.md): made on
+#: first use, never closed (it holds no thread of its own; anyio's pool does).
+_SHARED_THREADS: list[ThreadExecutor] = []
 
 
 class HostedRun(Protocol):
@@ -42,6 +47,8 @@ class HostedRun(Protocol):
     def tags(self) -> Collection[str]: ...
     @property
     def last_transition(self) -> Transition: ...
+    @property
+    def caller_context(self) -> contextvars.Context: ...
 
     def dispatch(self) -> bool:
         """Start the next attempt if the run is still queued."""
@@ -73,7 +80,12 @@ class RunHost(Protocol):
         """
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Start ``coro`` as a task the host owns (and cancels and awaits on close)."""
+        """Start ``coro`` as a task the host owns (and cancels and awaits on close).
+
+        It runs in a copy of ``run.caller_context``: a task sees the context
+        variables of whoever submitted it, never those another task (or its
+        own earlier attempt) set.
+        """
 
     #: Runs per status; the run moves its own count on every transition.
     per_status: dict[TaskStatus, int]
@@ -117,8 +129,13 @@ class OwnedTasks:
         self._tasks: set[asyncio.Task[None]] = set()
         self._sweep_at = _MIN_SWEEP
 
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+    def spawn(
+        self,
+        coro: Coroutine[Any, Any, None],
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name, context=context)
         tasks = self._tasks
         tasks.add(task)
         if len(tasks) > self._sweep_at:
@@ -139,12 +156,16 @@ class OwnedTasks:
 
 
 class StandaloneHost:
-    """Hosts runs with no admission limit and no store; owns its thread executor."""
+    """Hosts one run with no admission limit and no store.
+
+    Its sync functions go to the one thread executor all standalone runs
+    share, so concurrent ``run_task`` calls are bounded together (40 threads
+    per loop), as ``anyio.to_thread.run_sync`` calls are.
+    """
 
     def __init__(self) -> None:
         self._tasks = OwnedTasks()
-        self._threads: ThreadExecutor | None = None
-        self.per_status: dict[TaskStatus, int] = dict.fromkeys(TaskStatus, 0)
+        self.per_status: dict[TaskStatus, int] = _NO_COUNTS.copy()
         self.sink: Callable[[Any, TaskStatus], None] | None = None
 
     def enqueue(self, run: HostedRun) -> None:
@@ -166,7 +187,9 @@ class StandaloneHost:
         return False
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        return self._tasks.spawn(coro, name=f"chongming:{run.task_id}")
+        return self._tasks.spawn(
+            coro, name=f"chongming:{run.task_id}", context=run.caller_context.copy()
+        )
 
     def executor_for(self, choice: object, spec: TaskSpec) -> Executor | None:
         return resolve_executor(choice, spec, self._thread_executor)
@@ -178,19 +201,22 @@ class StandaloneHost:
         return None
 
     def _thread_executor(self) -> Executor:
-        if self._threads is None:
-            self._threads = ThreadExecutor()
-        return self._threads
+        if not _SHARED_THREADS:
+            _SHARED_THREADS.append(ThreadExecutor())
+        return _SHARED_THREADS[0]
 
     @property
     def idle(self) -> bool:
         return self._tasks.idle
 
     async def aclose(self, timeout: float) -> None:
-        """Cancel and await every task it spawned, for at most ``timeout`` seconds."""
+        """Cancel and await every task it spawned, for at most ``timeout`` seconds.
+
+        The shared thread executor stays open: its calls of this host's run
+        have returned once the run's attempt task has (an abandoned thread is
+        never waited for).
+        """
         await self._tasks.cancel_and_wait(timeout)
-        if self._threads is not None:
-            await self._threads.aclose()
 
 
 async def cancel_and_wait(tasks: set[asyncio.Task[None]], timeout: float) -> None:

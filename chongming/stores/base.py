@@ -41,6 +41,7 @@ from chongming.stores.ports.core import CoreStore, count_key, is_stored
 from chongming.stores.ports.durable import DurableStore
 from chongming.stores.ports.limits import ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore
+from chongming.stores.ports.retention import RetentionStore
 from chongming.stores.ports.schedules import ScheduleStore
 
 __all__ = [
@@ -60,6 +61,7 @@ class TaskStore(
     CarrierStore,
     ClusterLimitStore,
     DurableStore,
+    RetentionStore,
     ScheduleStore,
 ):
     """Async persistence for tasks: every capability of the port (see the module docstring).

@@ -1,4 +1,10 @@
-"""``TaskContext``: the one door between a running task and the runtime."""
+"""``TaskContext``: the one door between a running task and the runtime.
+
+It is also the attempt's control block (:class:`AttemptSignals`, its base):
+the flags its checkpoints read live on it. The runtime's attempt is a
+subclass (:class:`~chongming.run.attempt.Attempt`), so one object per attempt
+is the context, the control block and the driver.
+"""
 
 from __future__ import annotations
 
@@ -59,7 +65,7 @@ class Checkpoint:
 _COMPLETED = Checkpoint(None)
 
 
-class TaskContext:
+class TaskContext(AttemptSignals):
     """Passed as the first argument to every task function.
 
     Call ``ctx.checkpoint()`` often: it is where stop and pause take effect
@@ -73,12 +79,12 @@ class TaskContext:
         "_artifact_root",
         "_logger",
         "_on_progress",
-        "_signals",
         "_unawaited",
         "attempt",
         "journal",
         "name",
         "task_id",
+        "trace_id",
         "upstream",
     )
 
@@ -88,16 +94,17 @@ class TaskContext:
         task_id: str,
         name: str,
         attempt: int,
-        signals: AttemptSignals,
+        carrier: CarrierKind,
+        loop: asyncio.AbstractEventLoop,
         artifact_root: Path,
         on_progress: Callable[[Progress], None],
         upstream: Mapping[str, JsonValue] | None = None,
     ) -> None:
+        self.init_signals(carrier, loop)
         self.task_id = task_id
         self.name = name
         self.attempt = attempt
         self.upstream: Mapping[str, JsonValue] = upstream or _NO_UPSTREAM
-        self._signals = signals
         self._artifact_root = artifact_root
         self._artifact_dir: Path | None = None
         self._on_progress = on_progress
@@ -105,6 +112,9 @@ class TaskContext:
         self._unawaited: Checkpoint | None = None
         #: A durable task's memoised steps (``None``: not durable).
         self.journal: StepJournal | None = None
+        #: The OpenTelemetry trace id of this attempt (32 hex digits) where it is
+        #: traced (``ChongmingTracing`` with an SDK), for logs that name it; else None.
+        self.trace_id: str | None = None
 
     # -- durable steps ---------------------------------------------------------
 
@@ -133,9 +143,11 @@ class TaskContext:
                 "runtime's own (wait_for_fact and sleep record under them)"
             )
         _check_callable("ctx.step", "fn", fn)
-        if self._signals.stop_requested:
+        if self.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        return await journal.step(name, fn, args, kwargs)
+        call = journal.step(name, fn, args, kwargs)
+        observe = journal.observe
+        return await (call if observe is None else observe("step", name, journal, call))
 
     async def effect(
         self,
@@ -170,9 +182,11 @@ class TaskContext:
         _check_callable("ctx.effect", "fn", fn)
         if commit is not None:
             _check_callable("ctx.effect", "commit", commit)
-        if self._signals.stop_requested:
+        if self.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        return await journal.effect(op_key, fn, args, kwargs, commit)
+        call = journal.effect(op_key, fn, args, kwargs, commit)
+        observe = journal.observe
+        return await (call if observe is None else observe("effect", op_key, journal, call))
 
     async def sleep(self, name: str, seconds: float) -> None:
         """Sleep ``seconds``, durably: the wake-up time is recorded once, as a step.
@@ -194,7 +208,9 @@ class TaskContext:
         journal.check_fenced()
         _check_name_arg("ctx.sleep", "sleep name", name)
         seconds = _check_seconds("ctx.sleep", "seconds", seconds, zero=True)
-        await journal.sleep(name, seconds, beat=self._checkpoint_on_loop)
+        call = journal.sleep(name, seconds, beat=self._checkpoint_on_loop)
+        observe = journal.observe
+        await (call if observe is None else observe("sleep", name, journal, call))
 
     async def wait_for_fact(
         self,
@@ -235,28 +251,30 @@ class TaskContext:
         interval = _check_seconds(what, "poll_interval", poll_interval, zero=False)
         if check is not None:
             _check_callable(what, "check", check)
-        return await journal.wait_for_fact(
+        call = journal.wait_for_fact(
             name,
             timeout=seconds,
             check=check,
             poll_interval=interval,
             beat=self._checkpoint_on_loop,
         )
+        observe = journal.observe
+        return await (call if observe is None else observe("fact", name, journal, call))
 
     # -- control ---------------------------------------------------------------
 
     @property
     def is_stop_requested(self) -> bool:
-        return self._signals.stop_requested
+        return self.stop_requested
 
     @property
     def is_pause_requested(self) -> bool:
-        return self._signals.pause_requested
+        return self.pause_requested
 
     @property
     def heartbeat(self) -> float:
         """Monotonic time of the last checkpoint (what the idle timeout measures)."""
-        return self._signals.heartbeat
+        return self.last_beat
 
     def checkpoint(self) -> Checkpoint:
         """Honour stop and pause requests and refresh the heartbeat.
@@ -265,40 +283,35 @@ class TaskContext:
         task it blocks while the task is paused; in a coroutine task the
         returned object must be awaited.
         """
-        signals = self._signals
-        if signals.carrier is CarrierKind.COROUTINE:
+        if self.carrier is CarrierKind.COROUTINE:
             if self._unawaited is not None:
                 raise self.misuse_error()
             checkpoint = Checkpoint(self)
             self._unawaited = checkpoint
             return checkpoint
-        if (
-            signals.carrier is not CarrierKind.INLINE
-            and threading.get_ident() == signals.loop_thread
-        ):
+        if self.carrier is not CarrierKind.INLINE and threading.get_ident() == self.loop_thread:
             raise CheckpointMisuse(
                 "ctx.checkpoint() of a thread task was called on the event-loop thread; "
                 "call it from the task function itself"
             )
-        signals.beat()
-        if signals.stop_requested:
+        self.beat()
+        if self.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        if signals.pause_requested and signals.carrier is CarrierKind.THREAD:
-            signals.hold_in_thread()
-            signals.beat()
-            if signals.stop_requested:
+        if self.pause_requested and self.carrier is CarrierKind.THREAD:
+            self.hold_in_thread()
+            self.beat()
+            if self.stop_requested:
                 raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
         return _COMPLETED
 
     async def _checkpoint_on_loop(self) -> None:
-        signals = self._signals
-        signals.beat()
-        if signals.stop_requested:
+        self.beat()
+        if self.stop_requested:
             raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        if signals.pause_requested:
-            await signals.hold_on_loop()
-            signals.beat()
-            if signals.stop_requested:
+        if self.pause_requested:
+            await self.hold_on_loop()
+            self.beat()
+            if self.stop_requested:
                 raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
         else:
             await asyncio.sleep(0)
@@ -310,8 +323,8 @@ class TaskContext:
         on while it waited for a worker); the runtime then records that it
         never ran. Otherwise the runtime is told the attempt is now running.
         """
-        self._signals.beat()
-        return self._signals.enter(from_thread=True)
+        self.beat()
+        return self.enter(from_thread=True)
 
     @property
     def carrier_signals(self) -> AttemptSignals:
@@ -319,9 +332,10 @@ class TaskContext:
 
         Such an executor forwards the stop and pause requests it is told of
         (:meth:`AttemptSignals.relay_requests`) and brings the child's
-        heartbeats and pause receipts back; task code never needs it.
+        heartbeats and pause receipts back; task code never needs it. The
+        context is its own control block.
         """
-        return self._signals
+        return self
 
     def misuse_error(self) -> CheckpointMisuse:
         return CheckpointMisuse(

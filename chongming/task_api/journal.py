@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-__all__ = ["MAX_WAIT", "EffectInfo", "ParkRequest", "StepJournal"]
+__all__ = ["MAX_WAIT", "EffectInfo", "ParkRequest", "StepJournal", "StepObserver"]
 
 #: The longest durable sleep, fact timeout or poll interval (seconds): 100 years.
 #: Longer is no deadline a store can keep well; a wait without one is ``timeout=None``.
@@ -42,6 +42,11 @@ class EffectInfo:
     resumed: bool
 
 
+#: Wraps one durable call: ``observe(kind, name, journal, call)`` returns ``call``
+#: or a coroutine that awaits it (see :meth:`chongming.Observer.wrap_step`).
+StepObserver = Callable[[str, str, Any, Coroutine[Any, Any, Any]], Coroutine[Any, Any, Any]]
+
+
 class StepJournal(Protocol):
     """One attempt's memoised steps; see :mod:`chongming.control.durable`."""
 
@@ -50,6 +55,15 @@ class StepJournal(Protocol):
 
     #: Whether this attempt may park (end, and come back at a wake-up time).
     parkable: bool
+
+    #: ``observe(kind, name, journal, call)``: the observers' wrapper of each durable
+    #: call (``kind``: step, effect, sleep, fact), or None (nobody watches).
+    observe: StepObserver | None
+
+    @property
+    def replays(self) -> int:
+        """Recorded outcomes this attempt replayed so far (a wrapper sees if a call replayed)."""
+        ...
 
     @property
     def epoch(self) -> int:

@@ -13,8 +13,15 @@ resume (and perhaps a new pause) is recognised as stale, and a thread that
 reaches its gate only after the resume finds that gate already open — it can
 never sit under a newer pause that it did not report.
 
-Heartbeats are read on the loop's clock (``loop.time()``), the clock every
-timer of the runtime uses.
+Heartbeats are read on the loop's clock (``loop.time()``, see
+:func:`loop_clock`), the clock every timer of the runtime uses.
+
+The block is the base of :class:`~chongming.task_api.context.TaskContext`,
+and the runtime's attempt (:class:`~chongming.run.attempt.Attempt`) is that
+context: one object per attempt, which the function receives, whose flags
+its threads read, and whose hooks (``_on_launch``, ``_on_pause_reached``)
+the attempt overrides. A child process's context overrides the loop-bound
+parts instead (:mod:`chongming.executors.process_child`).
 """
 
 from __future__ import annotations
@@ -22,9 +29,32 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
+import time
+import weakref
 from collections.abc import Callable
 
-__all__ = ["AttemptSignals", "CarrierKind"]
+__all__ = ["AttemptSignals", "CarrierKind", "loop_clock"]
+
+_STOCK_TIME = asyncio.BaseEventLoop.time
+#: The last loop asked about and its clock: one loop per thread is the rule.
+_LAST_CLOCK: list[tuple[weakref.ref[asyncio.AbstractEventLoop], Callable[[], float]]] = []
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """The clock ``loop`` runs its timers on, as cheap to read as it can be.
+
+    A stock asyncio loop's ``time()`` is ``time.monotonic()`` behind a Python
+    frame: the C function is returned instead (an attempt reads it several
+    times). A loop that brings its own clock (uvloop, a virtual-time test
+    loop) keeps it.
+    """
+    if _LAST_CLOCK:
+        ref, clock = _LAST_CLOCK[0]
+        if ref() is loop:
+            return clock
+    clock = time.monotonic if getattr(type(loop), "time", None) is _STOCK_TIME else loop.time
+    _LAST_CLOCK[:] = [(weakref.ref(loop), clock)]
+    return clock
 
 
 class CarrierKind(enum.Enum):
@@ -37,20 +67,22 @@ class CarrierKind(enum.Enum):
 
 
 class AttemptSignals:
-    """Requests from the runtime, heartbeats and pause receipts from the task."""
+    """Requests from the runtime, heartbeats and pause receipts from the task.
+
+    No constructor of its own: the context that it is the base of sets every
+    field in its one ``__init__`` (:meth:`init_signals` says which).
+    """
 
     __slots__ = (
         "_async_gate",
         "_loop",
-        "_on_launch",
-        "_on_pause_reached",
         "_relay",
         "_thread_gate",
         "_time",
         "abandoned",
         "carrier",
         "carrier_end",
-        "heartbeat",
+        "last_beat",
         "launched",
         "loop_thread",
         "pause_generation",
@@ -58,25 +90,18 @@ class AttemptSignals:
         "stop_requested",
     )
 
-    def __init__(
-        self,
-        carrier: CarrierKind,
-        loop: asyncio.AbstractEventLoop,
-        on_pause_reached: Callable[[int], None],
-        on_launch: Callable[[], None],
-    ) -> None:
+    def init_signals(self, carrier: CarrierKind, loop: asyncio.AbstractEventLoop) -> None:
+        """Every field of the block, for a run on ``loop`` (the runtime's attempt inlines it)."""
         self.carrier = carrier
         self.launched = False
         self.abandoned = False
-        self._on_launch = on_launch
         self.stop_requested = False
         self.pause_requested = False
         self.pause_generation = 0
-        self._time = loop.time
-        self.heartbeat = loop.time()
+        self._time = clock = loop_clock(loop)
+        self.last_beat = clock()
         self._loop = loop
         self.loop_thread = threading.get_ident()
-        self._on_pause_reached = on_pause_reached
         # A gate per pause request (most attempts never pause): read as one
         # attribute, so a thread always gets a matching generation and gate.
         self._thread_gate: tuple[int, threading.Event] | None = None
@@ -84,6 +109,14 @@ class AttemptSignals:
         # A carrier outside this process (a child) is told of every request.
         self._relay: Callable[[], None] = _nothing
         self.carrier_end: str | None = None  # "terminated" or "killed" by its executor
+
+    # -- hooks the attempt overrides (loop thread) ------------------------------
+
+    def _on_launch(self) -> None:
+        """The carrier is about to call the function."""
+
+    def _on_pause_reached(self, generation: int) -> None:
+        """The function parked at a checkpoint for pause ``generation``."""
 
     # -- runtime side (event-loop thread) --------------------------------------
 
@@ -116,12 +149,6 @@ class AttemptSignals:
         if self._async_gate is not None:
             self._async_gate[1].set()
 
-    def detach(self) -> None:
-        """The attempt ended: drop its callbacks (and the reference cycle they make)."""
-        self._on_launch = _nothing
-        self._on_pause_reached = _ignore_generation
-        self._relay = _nothing
-
     # -- carriers in another process (on the event-loop thread) ---------------
 
     def relay_requests(self, relay: Callable[[], None] | None) -> None:
@@ -138,7 +165,7 @@ class AttemptSignals:
         The attempt is told at once that it is running, without a trip
         through ``call_soon_threadsafe``. False: do not start the function.
         """
-        self.heartbeat = self._time()
+        self.last_beat = self._time()
         if not self.enter(from_thread=False):
             return False
         self._on_launch()
@@ -147,8 +174,8 @@ class AttemptSignals:
     def beat_aged(self, age: float) -> None:
         """A heartbeat relayed from elsewhere: the checkpoint was ``age`` seconds ago."""
         heartbeat = self._time() - max(0.0, age)
-        if heartbeat > self.heartbeat:
-            self.heartbeat = heartbeat
+        if heartbeat > self.last_beat:
+            self.last_beat = heartbeat
 
     def report_pause_reached(self, generation: int) -> None:
         """A relayed pause receipt: the function parked for pause ``generation``."""
@@ -185,11 +212,11 @@ class AttemptSignals:
         return True
 
     def beat(self) -> None:
-        self.heartbeat = self._time()
+        self.last_beat = self._time()
 
     def heartbeat_age(self) -> float:
         """Seconds since the last checkpoint, on the loop's clock (callable off the loop)."""
-        return max(0.0, self._time() - self.heartbeat)
+        return max(0.0, self._time() - self.last_beat)
 
     def hold_in_thread(self) -> None:
         """Block the worker thread while paused (called at a checkpoint)."""
@@ -218,8 +245,4 @@ class AttemptSignals:
 
 
 def _nothing() -> None:
-    pass
-
-
-def _ignore_generation(generation: int) -> None:
     pass

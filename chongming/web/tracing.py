@@ -17,10 +17,22 @@ so it costs nothing per task. Set the SDK up first.
   ``chongming.task.status`` (at the end), ``chongming.task.owner``. An
   attempt that does not succeed has status ERROR with the failure's kind
   and message.
+- ``chongming.step`` — one per durable call of an attempt (``ctx.step``,
+  ``ctx.effect``, ``ctx.sleep``, ``ctx.wait_for_fact``), a child of its
+  attempt's span and current while it runs (a plain step's thread too, and
+  the spans your step opens are its children). Attributes:
+  ``chongming.step.kind`` (step, effect, sleep, fact), ``chongming.step.name``,
+  ``chongming.step.replayed`` (its recorded outcome was replayed, nothing
+  ran); a step that raised has status ERROR. A parked sleep or wait ends its
+  span with ``chongming.step.parked``.
 - ``chongming.store.write`` — one per batch the write-through sends, a root
   span linked to the attempt spans of the tasks it writes. Attributes:
   ``chongming.write.tasks`` (batch size), ``chongming.write.outcomes``, and
   for a batch of one the task's id, name, attempt and status.
+
+The attempt's trace id reaches its function as ``ctx.trace_id`` (32 hex
+digits; also in a worker process of the process executor), for logs that
+name it.
 
 Across processes: at ``enqueue`` the current context, if it holds a valid
 span, is written with the task as a W3C trace carrier (``traceparent`` and
@@ -34,29 +46,35 @@ that parent.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chongming.controller.observers import Observer
+from chongming.errors import TaskCancelled
 from chongming.state.status import TaskStatus
 from chongming.stores.writes import StateWrite, WriteResult
+from chongming.task_api.journal import ParkRequest
 from chongming.web.extras import need
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-__all__ = ["ATTEMPT_SPAN", "WRITE_SPAN", "ChongmingTracing"]
+__all__ = ["ATTEMPT_SPAN", "STEP_SPAN", "WRITE_SPAN", "ChongmingTracing"]
 
 ATTEMPT_SPAN = "chongming.attempt"
+STEP_SPAN = "chongming.step"
 WRITE_SPAN = "chongming.store.write"
 #: Links and ids a write span carries at most (a batch holds up to 500 writes).
 MAX_LINKS = 32
 #: Attempt spans kept for the links of later writes (the oldest are forgotten first).
 MAX_REMEMBERED = 10_000
 #: The hooks an idle observer (no SDK) leaves out: every one that is per run or per write.
-IDLE_HOOKS = frozenset({"registered", "wrap_attempt", "claimed", "write_started", "write_ended"})
+IDLE_HOOKS = frozenset(
+    {"registered", "wrap_attempt", "wrap_step", "claimed", "write_started", "write_ended"}
+)
 _log = logging.getLogger("chongming.tracing")
 
 
@@ -145,6 +163,9 @@ class ChongmingTracing(Observer):
         if len(attempts) > MAX_REMEMBERED:
             del attempts[next(iter(attempts))]
         context = self._context
+        attempt = run.current_attempt
+        if attempt is not None:
+            attempt.trace_id = format(span.get_span_context().trace_id, "032x")
         # attach/detach rather than use_span: no generator-based context manager per attempt.
         token = context.attach(self._trace.set_span_in_context(span))
         try:
@@ -155,6 +176,40 @@ class ChongmingTracing(Observer):
         finally:
             context.detach(token)
             self._finish(run, span)
+
+    def wrap_step(
+        self, run: Any, kind: str, name: str, journal: Any, call: Coroutine[Any, Any, Any]
+    ) -> Coroutine[Any, Any, Any]:
+        # Started here, in the attempt's flow: its parent is the attempt span, current there.
+        span = self.tracer.start_span(
+            STEP_SPAN,
+            attributes={
+                "chongming.task.id": run.task_id,
+                "chongming.step.kind": kind,
+                "chongming.step.name": name,
+            },
+        )
+        return self._traced_step(span, journal, call)
+
+    async def _traced_step(self, span: Span, journal: Any, call: Coroutine[Any, Any, Any]) -> Any:
+        before = journal.replays
+        token = self._context.attach(self._trace.set_span_in_context(span))
+        try:
+            return await call
+        except ParkRequest:
+            span.set_attribute("chongming.step.parked", True)
+            raise
+        except (TaskCancelled, asyncio.CancelledError) as error:
+            span.set_attribute("chongming.step.ended", type(error).__name__)
+            raise
+        except BaseException as error:
+            span.record_exception(error)
+            span.set_status(self._trace.StatusCode.ERROR, f"{type(error).__name__}: {error}")
+            raise
+        finally:
+            self._context.detach(token)
+            span.set_attribute("chongming.step.replayed", journal.replays > before)
+            span.end()
 
     def _finish(self, run: Any, span: Span) -> None:
         try:

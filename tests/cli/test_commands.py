@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from chongming.stores.nodes import NodeInfo
 from chongming.stores.sqlite import SqliteTaskStore
 from tests.cli.conftest import NASTY_LABEL
@@ -301,3 +303,31 @@ def test_version_prints_json_when_asked() -> None:
     assert plain.stdout == f"{version('chongming')}\n"
     for args in (("version", "--json"), ("--json", "version")):
         assert as_json(invoke(None, *args)) == {"version": version("chongming")}
+
+
+def test_node_i_of_n_owns_its_contiguous_share(db: Path) -> None:
+    for index, expected in ((0, "0-15"), (3, "48-63")):
+        data = as_json(invoke(db, "--node", f"{index}/4", "buckets", "--json"))
+        assert data["owned_buckets"] == expected
+    data = as_json(invoke(db, "--num-buckets", "10", "--node", "2/3", "buckets", "--json"))
+    assert data["owned_buckets"] == "6-9"  # shares differ by one bucket at most: 3, 3, 4
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--node", "4/4"), "index must be from 0 to count - 1"),
+        (("--node", "0/0"), "count must be from 1 to num_buckets"),
+        (("--node", "0/65"), "count must be from 1 to num_buckets (64)"),
+        (("--node", "two/4"), "--node must be I/N"),
+        (("--node", "1"), "--node must be I/N"),
+        (("--node", "-1/4"), "--node must be I/N"),
+        (("--node", "0/4", "--owned-buckets", "0-15"), "give one"),
+    ],
+)
+def test_bad_node_places_are_refused_naming_the_flag(
+    db: Path, args: tuple[str, ...], needle: str
+) -> None:
+    line = assert_one_line_error(invoke(db, *args, "buckets"))
+    assert needle in line
+    assert "--node" in line

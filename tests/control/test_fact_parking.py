@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from chongming import Controller, TaskStatus
-from chongming.control import durable
+from chongming.control import durable, parking
 from chongming.errors import ConfigurationError, FactTimeout
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
@@ -183,7 +183,7 @@ async def test_parents_waiting_for_their_children_give_their_slots_back_at_once(
         running = next(t for t in history if t.to_status is TaskStatus.RUNNING)
         parked = next(t for t in history if t.trigger == Trigger.SLEEPING)
         held = (parked.at - running.at).total_seconds()
-        assert held < durable.PARK_AFTER / 2, held  # not the threshold's 5 s in the slot
+        assert held < parking.PARK_AFTER / 2, held  # not the threshold's 5 s in the slot
 
 
 async def test_the_park_threshold_is_checked_and_infinity_never_parks(tmp_path: Path) -> None:

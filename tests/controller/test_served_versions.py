@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chongming.controller.enqueue import ServedVersions
+from chongming.controller.served import ServedVersions
 
 
 class _Nodes:

@@ -19,7 +19,7 @@ import pytest
 
 from chongming import Controller, TaskRun
 from chongming.blocking import BlockingController, BlockingQueuedTask, BlockingTaskRun
-from chongming.controller.enqueue import QueuedTask
+from chongming.controller.queued import QueuedTask
 
 PAIRS: list[tuple[type, type]] = [
     (Controller, BlockingController),

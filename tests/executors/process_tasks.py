@@ -311,3 +311,7 @@ def spawn_then_crash(ctx: TaskContext, pid_file: str) -> None:
     sleeper = subprocess.Popen(["sleep", "300"])
     _write_atomically(pid_file, str(sleeper.pid))
     ctypes.string_at(0)
+
+
+def trace_id_of(ctx: TaskContext) -> str | None:
+    return ctx.trace_id

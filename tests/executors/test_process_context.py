@@ -195,3 +195,18 @@ async def test_controller_default_registration_and_task_decorator(
         controller.register("by_default", process_tasks.where)
         outcome = await (await controller.submit("by_default")).wait(30)
         assert outcome.value != os.getpid()
+
+
+async def test_the_trace_id_reaches_the_child(processes: ProcessExecutor) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from chongming.web.tracing import ChongmingTracing
+
+    tracing = ChongmingTracing(TracerProvider())
+    async with Controller(observers=[tracing], executor=processes) as controller:
+        controller.register("trace_id_of", process_tasks.trace_id_of)
+        outcome = await (await controller.submit("trace_id_of")).wait(30)
+    value = outcome.value
+    assert isinstance(value, str)
+    assert len(value) == 32
+    assert int(value, 16) != 0

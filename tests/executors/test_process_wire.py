@@ -7,10 +7,11 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from chongming.executors.process_child import SEND_EVERY, ChildLink, ChildSignals
+from chongming.executors.process_child import SEND_EVERY, ChildContext, ChildLink
 from chongming.executors.process_protocol import (
     FrameReader,
     ProtocolError,
@@ -18,7 +19,14 @@ from chongming.executors.process_protocol import (
     encode,
 )
 from chongming.state.records import Progress
+from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import AttemptSignals, CarrierKind
+
+
+def _child(link: ChildLink, carrier: CarrierKind) -> ChildContext:
+    return ChildContext(
+        link, carrier, task_id="t", name="n", attempt=1, artifact_root=Path("."), upstream=None
+    )
 
 
 def test_frames_survive_any_split() -> None:
@@ -83,7 +91,7 @@ def test_a_stop_read_together_with_its_run_message_is_not_lost(
     parent, link = pipe
     parent.sendall(encode(["run", 7, {}]) + encode(["control", 7, True, False, 0]))
     assert link.next_message() == ["run", 7, {}]
-    signals = ChildSignals(link, CarrierKind.THREAD)
+    signals = _child(link, CarrierKind.THREAD)
     assert signals.stop_requested is False
     link.begin(7, signals)
     assert signals.stop_requested is True
@@ -91,7 +99,7 @@ def test_a_stop_read_together_with_its_run_message_is_not_lost(
 
 def test_a_stale_control_message_is_dropped(pipe: tuple[socket.socket, ChildLink]) -> None:
     parent, link = pipe
-    signals = ChildSignals(link, CarrierKind.THREAD)
+    signals = _child(link, CarrierKind.THREAD)
     link.begin(8, signals)
     parent.sendall(encode(["control", 7, True, False, 0]))  # for the job before
     time.sleep(0.01)
@@ -103,7 +111,7 @@ def test_progress_is_coalesced_and_the_last_one_arrives(
     pipe: tuple[socket.socket, ChildLink],
 ) -> None:
     parent, link = pipe
-    signals = ChildSignals(link, CarrierKind.THREAD)
+    signals = _child(link, CarrierKind.THREAD)
     link.begin(1, signals)
     for done in range(1, 101):
         link.progress(Progress(done=done, total=100))
@@ -118,7 +126,7 @@ def test_a_checkpoint_sends_the_heartbeat_with_its_age(
     pipe: tuple[socket.socket, ChildLink],
 ) -> None:
     parent, link = pipe
-    signals = ChildSignals(link, CarrierKind.THREAD)
+    signals = _child(link, CarrierKind.THREAD)
     link.begin(1, signals)
     time.sleep(SEND_EVERY * 2)
     signals.beat()
@@ -131,7 +139,7 @@ def test_the_end_of_a_job_sends_pending_progress_first(
     pipe: tuple[socket.socket, ChildLink],
 ) -> None:
     parent, link = pipe
-    signals = ChildSignals(link, CarrierKind.THREAD)
+    signals = _child(link, CarrierKind.THREAD)
     link.begin(1, signals)
     link.progress(Progress(done=1))
     link.progress(Progress(done=2))  # within SEND_EVERY: pending
@@ -142,7 +150,7 @@ def test_the_end_of_a_job_sends_pending_progress_first(
 
 def test_a_closed_parent_means_stop(pipe: tuple[socket.socket, ChildLink]) -> None:
     parent, link = pipe
-    signals = ChildSignals(link, CarrierKind.THREAD)
+    signals = _child(link, CarrierKind.THREAD)
     link.begin(1, signals)
     parent.close()
     time.sleep(0.01)
@@ -154,8 +162,9 @@ def test_a_closed_parent_means_stop(pipe: tuple[socket.socket, ChildLink]) -> No
 def test_the_child_control_block_sets_every_field_of_the_parents(
     pipe: tuple[socket.socket, ChildLink],
 ) -> None:
-    """ChildSignals skips the loop-bound constructor: a new field must be set there too."""
+    """ChildContext skips the loop-bound constructor: a new field must be set there too."""
     _, link = pipe
-    signals = ChildSignals(link, CarrierKind.COROUTINE)
-    unset = [name for name in AttemptSignals.__slots__ if not hasattr(signals, name)]
+    signals = _child(link, CarrierKind.COROUTINE)
+    fields = (*AttemptSignals.__slots__, *TaskContext.__slots__, *ChildContext.__slots__)
+    unset = [name for name in fields if not hasattr(signals, name)]
     assert unset == ["_loop"]  # the one thing a worker has none of

@@ -129,7 +129,7 @@ async def test_a_stale_pause_receipt_does_not_mark_the_run_paused() -> None:
         assert await run.pause()
         attempt = run._current
         assert attempt is not None
-        first = attempt.signals.pause_generation
+        first = attempt.pause_generation
         step.clear()  # once resumed, the thread waits here, away from any checkpoint
         assert await run.resume()
         pausing = asyncio.ensure_future(run.pause())

@@ -792,7 +792,7 @@ class HardeningModel(RuleBasedStateMachine):
                     thread.join(WAIT_ALL_BOUND)
                     if thread.is_alive():
                         stuck_helpers.append(f"{thread.name}: {_describe(run)}")
-                        ctx._signals.request_stop()  # open its gate so the suite can go on
+                        ctx.request_stop()  # open its gate so the suite can go on
                         thread.join(WAIT_ALL_BOUND)
         finally:
             self.runner.close()

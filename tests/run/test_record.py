@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import datetime
 
 import pytest
 from hypothesis import given, settings
@@ -16,13 +17,17 @@ from hypothesis import strategies as st
 
 from chongming.clock import to_datetime
 from chongming.errors import InvalidTransition
-from chongming.run.task_run import TaskRun, optional_datetime
+from chongming.run.task_run import TaskRun
 from chongming.state.machine import apply_transition
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.state.table import TRANSITIONS
 
 START = 1_790_000_000.0
+
+
+def optional_datetime(seconds: float | None) -> datetime | None:
+    return None if seconds is None else to_datetime(seconds)
 
 
 class _Clock:

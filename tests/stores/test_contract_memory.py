@@ -10,6 +10,7 @@ from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    RetentionContract,
     ScheduleContract,
     StoreContract,
     TraceCarrierContract,
@@ -30,7 +31,12 @@ class ManualClock:
 
 
 class TestInMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, ScheduleContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RetentionContract,
+    ScheduleContract,
 ):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5

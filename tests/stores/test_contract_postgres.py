@@ -8,6 +8,7 @@ from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    RetentionContract,
     ScheduleContract,
     StoreContract,
     TraceCarrierContract,
@@ -18,7 +19,12 @@ pytestmark = pytest.mark.postgres
 
 
 class TestPostgresContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, ScheduleContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RetentionContract,
+    ScheduleContract,
 ):
     """Real clock (the server's): short leases still expire within the wait bound."""
 

@@ -11,6 +11,7 @@ from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    RetentionContract,
     ScheduleContract,
     StoreContract,
     TraceCarrierContract,
@@ -18,7 +19,12 @@ from chongming.testing.store_contract import (
 
 
 class TestSqliteFileContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, ScheduleContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RetentionContract,
+    ScheduleContract,
 ):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
@@ -29,7 +35,12 @@ class TestSqliteFileContract(
 
 
 class TestSqliteMemoryContract(
-    StoreContract, ClusterLimitContract, DurableContract, TraceCarrierContract, ScheduleContract
+    StoreContract,
+    ClusterLimitContract,
+    DurableContract,
+    TraceCarrierContract,
+    RetentionContract,
+    ScheduleContract,
 ):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from chongming import Controller, TaskStatus
 from chongming.stores.base import TaskStore
-from chongming.web.tracing import ATTEMPT_SPAN, ChongmingTracing
+from chongming.web.tracing import ATTEMPT_SPAN, STEP_SPAN, ChongmingTracing
 from tests.stores.pg_support import REPO, drop_schema, fresh_name, require_postgres
 from tests.web.traced_worker import INNER_SPAN
 
@@ -107,8 +107,9 @@ async def test_the_attempt_on_another_process_is_a_child_of_the_enqueuing_span(
             with request_tracer.start_as_current_span("POST /orders") as request_span:
                 traced = await client.enqueue("traced", task_id="t-1")
                 flaky = await client.enqueue("flaky", task_id="f-1")
+                journey = await client.enqueue("journey", task_id="j-1")
             alone = await client.enqueue("traced", task_id="u-1")  # outside any span
-            finals = [await task.wait(timeout=DEADLINE) for task in (traced, flaky, alone)]
+            finals = [await task.wait(timeout=DEADLINE) for task in (traced, flaky, alone, journey)]
             await client.close(close_store=True)
         worker.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(worker.wait, DEADLINE)
@@ -116,7 +117,7 @@ async def test_the_attempt_on_another_process_is_a_child_of_the_enqueuing_span(
         errors = _finish(worker)
         provider.shutdown()
     assert code == 0, errors.decode()[-2000:]
-    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * 3
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * 4
     assert {final.owner for final in finals} == {"worker-t"}
     assert finals[1].attempt == 2
 
@@ -137,6 +138,15 @@ async def test_the_attempt_on_another_process_is_a_child_of_the_enqueuing_span(
             assert attempt["attributes"]["chongming.task.owner"] == "worker-t"
     [inner] = [r for r in records if r["name"] == INNER_SPAN and r["trace_id"] == trace_id]
     assert inner["parent_span_id"] == attempts["t-1"][0]["span_id"]
+    # A durable task's step is a span under its attempt, in the same trace, and the
+    # task's ctx.trace_id in the worker process named that trace.
+    [journey_attempt] = attempts["j-1"]
+    assert journey_attempt["trace_id"] == trace_id
+    [step] = [r for r in records if r["name"] == STEP_SPAN]
+    assert step["trace_id"] == trace_id
+    assert step["parent_span_id"] == journey_attempt["span_id"]
+    assert step["attributes"]["chongming.step.name"] == "book"
+    assert finals[3].result == trace_id
     [own] = attempts["u-1"]
     assert own["parent_span_id"] is None  # enqueued outside a span: a trace of its own
     assert own["trace_id"] != trace_id

@@ -64,6 +64,10 @@ async def main(kind: str, where: str, schema: str, spans: str, owner: str, limit
         with tracer.start_as_current_span(INNER_SPAN):
             return 1
 
+    async def journey(ctx: TaskContext) -> str | None:
+        await ctx.step("book", _book)  # a step span under this attempt's span
+        return ctx.trace_id
+
     async def flaky(ctx: TaskContext) -> int:
         if ctx.attempt == 1:
             raise RuntimeError("first attempt fails on purpose")
@@ -83,6 +87,7 @@ async def main(kind: str, where: str, schema: str, spans: str, owner: str, limit
         observers=[ChongmingTracing(provider)],
     )
     controller.register("traced", traced)
+    controller.register("journey", journey, durable=True)
     controller.register(
         "flaky", flaky, retry=RetryPolicy(max_attempts=2, backoff=ExponentialBackoff(base=0.01))
     )
@@ -95,6 +100,10 @@ async def main(kind: str, where: str, schema: str, spans: str, owner: str, limit
             await controller.close(close_store=True)
     finally:
         provider.shutdown()
+
+
+async def _book() -> int:
+    return 1
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from chongming.stores.memory.core import CoreOnMemory
 from chongming.stores.memory.durable import DurableOnMemory
 from chongming.stores.memory.limits import ClusterLimitsOnMemory
 from chongming.stores.memory.queue import QueueOnMemory
+from chongming.stores.memory.retention import RetentionOnMemory
 from chongming.stores.memory.schedules import SchedulesOnMemory
 
 __all__ = ["InMemoryTaskStore"]
@@ -31,6 +32,7 @@ class InMemoryTaskStore(
     QueueOnMemory,
     ClusterLimitsOnMemory,
     DurableOnMemory,
+    RetentionOnMemory,
     SchedulesOnMemory,
     TaskStore,
 ):

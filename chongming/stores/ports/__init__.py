@@ -10,6 +10,8 @@
 - :class:`~chongming.stores.ports.limits.ClusterLimitStore`: cluster-wide
   limits;
 - :class:`~chongming.stores.ports.durable.DurableStore`: durable execution;
+- :class:`~chongming.stores.ports.retention.RetentionStore`: pruning
+  terminal tasks;
 - :class:`~chongming.stores.ports.schedules.ScheduleStore`: schedules.
 
 :class:`~chongming.stores.base.TaskStore` is all of them: the core and the
@@ -26,6 +28,7 @@ from chongming.stores.ports.core import CoreStore as CoreStore
 from chongming.stores.ports.durable import DurableStore as DurableStore
 from chongming.stores.ports.limits import ClusterLimitStore as ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore as QueueStore
+from chongming.stores.ports.retention import RetentionStore as RetentionStore
 from chongming.stores.ports.schedules import ScheduleStore as ScheduleStore
 
 __all__ = [
@@ -35,5 +38,6 @@ __all__ = [
     "CoreStore",
     "DurableStore",
     "QueueStore",
+    "RetentionStore",
     "ScheduleStore",
 ]

@@ -34,6 +34,7 @@ from chongming.stores.postgres.limits import ClusterLimitMethods
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.pool import PostgresPlumbing
 from chongming.stores.postgres.queue import QueueMethods, WorkQueue
+from chongming.stores.postgres.retention import RetentionMethods
 from chongming.stores.postgres.schedules import ScheduleMethods
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
 from chongming.stores.postgres.sql import Statements
@@ -60,6 +61,7 @@ class PostgresTaskStore(
     QueueMethods,
     ClusterLimitMethods,
     DurableMethods,
+    RetentionMethods,
     ScheduleMethods,
     TaskStore,
 ):

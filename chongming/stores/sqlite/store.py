@@ -56,6 +56,7 @@ from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
 from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
 from chongming.stores.sqlite.queue import QueueOnSqlite
+from chongming.stores.sqlite.retention import RetentionOnSqlite
 from chongming.stores.sqlite.schedules import SchedulesOnSqlite
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
 from chongming.stores.sqlite.writer import Writer
@@ -69,6 +70,7 @@ class SqliteTaskStore(
     QueueOnSqlite,
     ClusterLimitsOnSqlite,
     DurableOnSqlite,
+    RetentionOnSqlite,
     SchedulesOnSqlite,
     TaskStore,
 ):

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
-from chongming.stores.sqlite import durable, limits, nodes, queue, schedules
+from chongming.stores.sqlite import durable, limits, nodes, queue, retention, schedules
 from chongming.stores.sqlite.batch import (
     INSERT_TRANSITION,
     CommandOp,
@@ -355,6 +355,8 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
         return limits.run_action(conn, op.action, op.params, now)
     if op.action in durable.ACTIONS:
         return durable.run_action(conn, op.action, op.params, now)
+    if op.action in retention.ACTIONS:
+        return retention.run_action(conn, op.action, op.params, now)
     if op.action in schedules.ACTIONS:
         return schedules.run_action(conn, op.action, op.params, now)
     raise TypeError(f"unknown command action {op.action!r}")

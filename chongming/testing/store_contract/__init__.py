@@ -50,7 +50,8 @@ also mixes in :class:`ClusterLimitContract`
 (``class TestMyStore(StoreContract, ClusterLimitContract)``); one with
 durable execution (``record_step``) mixes in :class:`DurableContract`; one
 that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
-mixes in :class:`TraceCarrierContract`; one with schedules (``fire_schedule``)
+mixes in :class:`TraceCarrierContract`; one that prunes (``prune_tasks``)
+mixes in :class:`RetentionContract`; one with schedules (``fire_schedule``)
 mixes in :class:`ScheduleContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
@@ -80,6 +81,7 @@ from chongming.testing.store_contract.limits import ClusterLimitContract
 from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
 from chongming.testing.store_contract.queue import QueueContract
+from chongming.testing.store_contract.retention import RetentionContract
 from chongming.testing.store_contract.schedules import ScheduleContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
 from chongming.testing.store_contract.trusted import TrustedWriteContract
@@ -89,6 +91,7 @@ __all__ = [
     "HOSTILE_STRINGS",
     "ClusterLimitContract",
     "DurableContract",
+    "RetentionContract",
     "ScheduleContract",
     "StoreContract",
     "TraceCarrierContract",

@@ -1,4 +1,4 @@
--- chongming SQLite schema, migration 0010: schedules.
+-- chongming SQLite schema, migration 0011: schedules.
 --
 -- One row per schedule, keyed by its name. next_fire is the oldest tick not yet
 -- decided (microseconds since the epoch, UTC). revision is bumped by every

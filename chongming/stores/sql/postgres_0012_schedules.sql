@@ -1,4 +1,4 @@
--- chongming PostgreSQL schema, migration 0011: schedules.
+-- chongming PostgreSQL schema, migration 0012: schedules.
 -- "@schema" stands for the quoted schema name.
 --
 -- One row per schedule, keyed by its name. next_fire is the oldest tick not yet
