@@ -17,8 +17,8 @@ from chongming.stores.retention import TASK_TABLES
 _TABLE = re.compile(
     r"CREATE TABLE (?:IF NOT EXISTS )?(?:@schema\.)?(\w+)\s*\((.*?)\n\)", re.DOTALL | re.IGNORECASE
 )
-#: Tables whose rows are not one task's: nodes, limits, the clock, and tasks itself.
-_NOT_PER_TASK = {"tasks", "nodes", "store_clock", "cluster_limits", "cluster_slots"}
+#: Tables whose rows are not one task's: nodes, limits, the clock, schedules, and tasks itself.
+_NOT_PER_TASK = {"tasks", "nodes", "store_clock", "cluster_limits", "cluster_slots", "schedules"}
 
 
 def _tables(dialect: str) -> dict[str, bool]:
