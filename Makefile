@@ -29,7 +29,8 @@ unexport PYTHONDONTWRITEBYTECODE
 #   proofs     the fault and load proofs at the size their pass marks name
 FAST_PATHS := tests/state tests/policies tests/render tests/scheduler tests/task_api \
 	tests/run tests/pipeline tests/test_architecture.py \
-	tests/stores/test_contract_memory.py tests/stores/test_contract_sqlite.py
+	tests/stores/test_contract_memory.py tests/stores/test_contract_sqlite.py \
+	tests/schedules/test_cadence.py tests/schedules/test_loop.py
 
 .PHONY: install test test-fast proofs check lint typecheck docs bench demo clean
 

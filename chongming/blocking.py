@@ -390,6 +390,12 @@ class BlockingController:
     bucket_report = blocking_twin(Controller.bucket_report)
     signal = blocking_twin(Controller.signal)
     facts = blocking_twin(Controller.facts)
+    schedule = blocking_twin(Controller.schedule)
+    schedules = blocking_twin(Controller.schedules)
+    pause_schedule = blocking_twin(Controller.pause_schedule)
+    resume_schedule = blocking_twin(Controller.resume_schedule)
+    remove_schedule = blocking_twin(Controller.remove_schedule)
+    trigger_schedule = _returning_queued(blocking_twin(Controller.trigger_schedule))
 
     def __repr__(self) -> str:
         return f"<BlockingController {self._phase} {self._controller!r}>"

@@ -13,9 +13,10 @@ keeps working for callers who do not know chongming::
     │   │   ├── UnknownUpstream (LookupError)  depends_on names no node of the pipeline
     │   │   └── PipelineCycle              the dependencies go round (the cycle is named)
     │   ├── QuorumNotSupported             quorum settlement asked of a pipeline
-    │   └── InvalidRetention               a retention or prune setting (names the field)
-    │       ├── RetentionTooShort          a period under the idempotency window
-    │       └── TaskNotPrunable            a task asked for by id that must stay
+    │   ├── InvalidRetention               a retention or prune setting (names the field)
+    │   │   ├── RetentionTooShort          a period under the idempotency window
+    │   │   └── TaskNotPrunable            a task asked for by id that must stay
+    │   └── ScheduleInvalid                a schedule that cannot fire as given (the field named)
     ├── PayloadError (ValueError)          arguments, ids or labels that cannot be stored
     ├── DuplicateTask                      a task id already in use
     ├── InvalidTransition                  the state table forbids the move
@@ -42,6 +43,7 @@ keeps working for callers who do not know chongming::
         ├── FactConflict                   a fact already set to another value
         ├── UnknownClusterLimit (LookupError)  slots asked of a limit the store does not hold
         ├── UnknownRateLimit (LookupError)  grants asked of a rate limit the store does not hold
+        ├── UnknownSchedule (LookupError)  a schedule key the store does not hold
         └── SchemaError                    the schema is newer than this code, or broken
 
 Outside the tree, a ``BaseException`` so ``except Exception`` cannot swallow it:
@@ -82,6 +84,7 @@ __all__ = [
     "PipelineCycle",
     "QuorumNotSupported",
     "RetentionTooShort",
+    "ScheduleInvalid",
     "SchemaError",
     "StepFailed",
     "StoreBusy",
@@ -95,6 +98,7 @@ __all__ = [
     "UnknownClusterLimit",
     "UnknownNode",
     "UnknownRateLimit",
+    "UnknownSchedule",
     "UnknownTask",
     "UnknownUpstream",
     "VersionConflict",
@@ -160,6 +164,15 @@ class TaskNotPrunable(InvalidRetention):
         super().__init__(
             "task_id", f"task {task_id!r} {why}", "prune only terminal tasks past the window"
         )
+
+
+class ScheduleInvalid(ConfigurationError):
+    """A schedule was given a value it cannot fire with; ``field`` names which one."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"schedule {field}: {reason}")
 
 
 class PayloadError(ChongmingError, ValueError):
@@ -407,6 +420,16 @@ class UnknownRateLimit(StoreError, LookupError):
         super().__init__(
             f"the store has no rate limit {name!r}; declare it "
             "(Controller(rate_limits={...}) or `chongming worker --rate-limit`)"
+        )
+
+
+class UnknownSchedule(StoreError, LookupError):
+    """A schedule key was named that the store does not hold."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"the store has no schedule {key!r}; list them with `chongming schedules ls`"
         )
 
 

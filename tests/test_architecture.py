@@ -35,7 +35,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "policies": frozenset({"errors", "state"}),
     "render": frozenset({"errors", "state"}),
     "scheduler": frozenset({"errors", "state", "policies"}),
-    "task_api": _BASE | {"state", "policies"},
+    "task_api": _BASE | {"state", "policies", "schedules.cadence"},
+    # schedules: tick arithmetic (pure) and the scheduler loop over the store port
+    "schedules": _BASE | {"state", "stores.base", "stores.schedules"},
     # executors carry one call; a run drives its executors, never the reverse
     "executors": _CORE,
     "run": _CORE | {"executors"},
@@ -48,15 +50,18 @@ ALLOWED: dict[str, frozenset[str]] = {
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
     | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
-    | {"stores.durable", "stores.rates", "stores.retention"},
+    | {"stores.durable", "stores.rates", "stores.retention", "stores.schedules", "schedules"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
-    "web": _CORE | {"run", "scheduler", "render", "stores", "control", "controller", "blocking"},
+    "web": _CORE
+    | {"run", "scheduler", "render", "stores", "control", "controller", "blocking"}
+    | {"schedules"},
     # thin shells over everything
     "blocking": _CORE | {"executors", "run", "scheduler", "render", "stores", "controller"},
     "cli": _CORE
-    | {"executors", "run", "scheduler", "render", "stores", "control", "controller", "web"},
+    | {"executors", "run", "scheduler", "render", "stores", "control", "controller", "web"}
+    | {"schedules"},
     "__main__": frozenset({"cli"}),
     "__init__": _CORE
     | {"executors", "run", "scheduler", "render", "stores", "testing", "controller", "blocking"}
@@ -200,6 +205,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
         "stores.queue",
         "stores.retention",
         "stores.rates",
+        "stores.schedules",
         "stores.writes",
     }
     assert not allows(ALLOWED["controller"], ["stores", "sqlite"])

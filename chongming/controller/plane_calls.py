@@ -13,6 +13,7 @@ from chongming.clock import Clock, to_datetime
 from chongming.control.buckets import BucketReport, report_buckets, unclaimed
 from chongming.control.plane import ControlPlane
 from chongming.control.reconcile import ReconcileReport
+from chongming.controller.schedules import ScheduleCalls
 from chongming.errors import ConfigurationError
 from chongming.scheduler.buckets import BucketPolicy
 from chongming.state.payload import check_reason
@@ -40,7 +41,7 @@ async def send_facts(store: TaskStore, task_id: str, facts: Mapping[str, Any] | 
         await store.put_fact(Fact(task_id=task_id, name=name, payload=payload))
 
 
-class PlaneCalls:
+class PlaneCalls(ScheduleCalls):
     """Calls that need a store; see the module docstring."""
 
     _plane: ControlPlane | None

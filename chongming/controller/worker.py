@@ -46,6 +46,7 @@ from chongming.errors import (
     StoreUnavailable,
     VersionConflict,
 )
+from chongming.controller.schedules import schedule_loop_for
 from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
 from chongming.state.records import Failure, FailureKind, TaskSnapshot, Transition
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from chongming.controller.controller import Controller
     from chongming.controller.host import ControllerHost
     from chongming.run.task_run import TaskRun
+    from chongming.schedules.loop import ScheduleLoop
 
 __all__ = ["Retention", "Worker", "check_retention", "claimed_run", "worker_of"]
 
@@ -97,7 +99,10 @@ class Worker:
         pruner: BackgroundPruner | None = None,
         rate_limits: Mapping[str, RateLimit] | None = None,
         pool: WorkerPool | None = None,
+        schedules: ScheduleLoop | None = None,
     ) -> None:
+        #: The scheduler loop this worker runs beside its claims (docs/schedules.md).
+        self.schedules = schedules
         self._plane = plane
         self._pool = pool or WorkerPool()
         self._requeuing: set[asyncio.Task[None]] = set()
@@ -154,6 +159,8 @@ class Worker:
         self._claims.start()
         if self._pruner is not None:
             self._pruner.start()
+        if self.schedules is not None:
+            self.schedules.start()
 
     def wake(self) -> None:
         self._claims.wake()
@@ -162,6 +169,8 @@ class Worker:
         """A registration after start: the node row says so at once, and claims include it."""
         self._plane.node.publish()
         self._claims.wake()
+        if self.schedules is not None:
+            self.schedules.wake()  # a @task(schedule=...) registered late is put now
 
     async def aclose(self) -> None:
         """Claim nothing more; give back what was claimed but has not started.
@@ -175,6 +184,8 @@ class Worker:
         if self._pruner is not None:
             await self._pruner.aclose()
         self._host.on_retry = None
+        if self.schedules is not None:
+            await self.schedules.aclose()
         await self._claims.aclose()
         if self._rates is not None:
             self._rates.aclose()
@@ -578,4 +589,7 @@ def worker_of(
         pruner=pruner_for(retention, plane.store, clock=controller.clock),
         rate_limits=options.rate_limits,
         pool=options.pool,
+        schedules=schedule_loop_for(
+            plane.store, controller.registry, controller.clock, controller.max_payload_bytes
+        ),
     )

@@ -43,6 +43,7 @@ from chongming.stores.ports.limits import ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore
 from chongming.stores.ports.rates import RateLimitStore
 from chongming.stores.ports.retention import RetentionStore
+from chongming.stores.ports.schedules import ScheduleStore
 
 __all__ = [
     "Command",
@@ -63,6 +64,7 @@ class TaskStore(
     RateLimitStore,
     DurableStore,
     RetentionStore,
+    ScheduleStore,
 ):
     """Async persistence for tasks: every capability of the port (see the module docstring).
 

@@ -88,6 +88,8 @@ class TaskRegistry:
             max_resumes=max_resumes
             if max_resumes is not None
             else (base.max_resumes if base and base.durable else None),
+            schedule=base.schedule if base else None,
+            timezone=base.timezone if base else None,
         )
         known = self._versions.get(name, {})
         if spec.version in known:

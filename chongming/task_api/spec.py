@@ -8,9 +8,10 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import Any, Literal, TypeVar, overload
 
-from chongming.errors import ConfigurationError
+from chongming.errors import ConfigurationError, ScheduleInvalid
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
+from chongming.schedules.cadence import make_cadence
 from chongming.state.durable_names import MAX_RESUMES
 from chongming.state.payload import valid_version
 
@@ -52,6 +53,10 @@ class TaskSpec:
     #: How many times a durable task's dead attempts are resumed before it fails.
     max_resumes: int = DEFAULT_MAX_RESUMES
     is_coroutine: bool = False
+    #: A cron expression the task is enqueued on (``@task(schedule=...)``; docs/schedules.md).
+    schedule: str | None = None
+    #: The IANA zone ``schedule`` is read in (``None``: UTC).
+    timezone: str | None = None
     signature: inspect.Signature | None = dataclasses.field(default=None, compare=False)
     # Argument shapes (count of positionals, keyword names) already known to bind.
     _fitting_shapes: set[tuple[int, tuple[str, ...]]] = dataclasses.field(
@@ -75,6 +80,16 @@ class TaskSpec:
             self._fitting_shapes.add(shape)
 
 
+def _check_schedule(schedule: str | None, timezone: str | None) -> None:
+    """``@task(schedule=, timezone=)``: the cadence checks, naming ``schedule`` for the cron."""
+    try:
+        make_cadence(cron=schedule, timezone=timezone or "UTC")
+    except ScheduleInvalid as error:
+        if error.field != "cron":
+            raise
+        raise ScheduleInvalid("schedule", error.reason) from None
+
+
 def build_spec(
     fn: Callable[..., Any],
     *,
@@ -87,6 +102,8 @@ def build_spec(
     version: int | None = None,
     durable: bool = False,
     max_resumes: int | None = None,
+    schedule: str | None = None,
+    timezone: str | None = None,
 ) -> TaskSpec:
     if not callable(fn):
         raise ConfigurationError(f"a task must be callable, got {type(fn).__name__}")
@@ -109,6 +126,8 @@ def build_spec(
         getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
     )
     resumes = _check_durable(durable, max_resumes, is_coroutine)
+    if schedule is not None or timezone is not None:
+        _check_schedule(schedule, timezone)
     if is_coroutine and executor is not None:
         raise ConfigurationError(
             "async def tasks run on the event loop; executor= only applies to sync functions"
@@ -125,6 +144,8 @@ def build_spec(
         durable=durable,
         max_resumes=resumes,
         is_coroutine=is_coroutine,
+        schedule=None if schedule is None else " ".join(schedule.split()),
+        timezone=timezone,
         signature=signature,
     )
 
@@ -222,6 +243,8 @@ def task(
     version: int | None = None,
     durable: bool = False,
     max_resumes: int | None = None,
+    schedule: str | None = None,
+    timezone: str | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -238,6 +261,8 @@ def task(
     version: int | None = None,
     durable: bool = False,
     max_resumes: int | None = None,
+    schedule: str | None = None,
+    timezone: str | None = None,
 ) -> F | Callable[[F], F]:
     """Attach a :class:`TaskSpec` to a function and return the function unchanged.
 
@@ -257,6 +282,8 @@ def task(
             version=version,
             durable=durable,
             max_resumes=max_resumes,
+            schedule=schedule,
+            timezone=timezone,
         )
         setattr(target, SPEC_ATTRIBUTE, spec)
         return target

@@ -25,6 +25,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.stores.limits import ClusterLimit
 from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
+from chongming.stores.schedules import ScheduleRecord
 
 if TYPE_CHECKING:
     from chongming.controller.controller import Controller
@@ -213,6 +214,7 @@ class NodesView:
     buckets: BucketReport
     limits: Sequence[ClusterLimit]
     counts: Sequence[TaskCount]
+    schedules: Sequence[ScheduleRecord] = ()
 
 
 async def nodes_view(controller: Controller) -> NodesView:
@@ -225,7 +227,13 @@ async def nodes_view(controller: Controller) -> NodesView:
             limits = await store.cluster_limits()
         except NotImplementedError:
             limits = []
-    return NodesView(nodes=nodes, buckets=report, limits=limits, counts=())
+    schedules: list[ScheduleRecord] = []
+    if store is not None:
+        try:
+            schedules = await store.schedules()
+        except NotImplementedError:
+            schedules = []
+    return NodesView(nodes=nodes, buckets=report, limits=limits, counts=(), schedules=schedules)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from chongming.control.reconcile import ReconcileOutcome, ReconcileReport
 from chongming.scheduler.buckets import format_bucket_ranges
+from chongming.schedules.loop import describe_schedule
 from chongming.web.board import NodesView
 from chongming.web.pages import Chrome, e, layout, table, when
 
@@ -125,6 +126,23 @@ def nodes_page(chrome: Chrome, view: NodesView) -> str:
                 for limit in view.limits
             ),
         )
+    schedules = ""
+    if view.schedules:
+        schedules = "<h2>Schedules</h2>" + table(
+            ["schedule", "task", "cadence", "state", "next fire", "last fired", "catch-up"],
+            (
+                [
+                    e(record.key),
+                    e(record.task_name),
+                    e(describe_schedule(record)),
+                    "paused" if record.paused else "active",
+                    "-" if record.paused else when(record.next_fire),
+                    when(record.last_fired),
+                    e(record.catch_up),
+                ]
+                for record in view.schedules
+            ),
+        )
     body = (
         "<h1>Nodes &amp; buckets</h1>"
         + "".join(warnings)
@@ -133,6 +151,7 @@ def nodes_page(chrome: Chrome, view: NodesView) -> str:
         + f"<h2>Buckets ({report.num_buckets} in the plane)</h2>"
         + buckets
         + limits
+        + schedules
     )
     return layout(chrome, "nodes", "Nodes & buckets", body)
 

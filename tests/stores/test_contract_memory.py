@@ -13,6 +13,7 @@ from chongming.testing.store_contract import (
     PoolClaimContract,
     RateLimitContract,
     RetentionContract,
+    ScheduleContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -39,6 +40,7 @@ class TestInMemoryContract(
     RateLimitContract,
     PoolClaimContract,
     RetentionContract,
+    ScheduleContract,
 ):
     # On a fake clock a long lease is as safe as a short one: only advance() moves time.
     wait_timeout = 0.5

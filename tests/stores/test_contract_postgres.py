@@ -11,6 +11,7 @@ from chongming.testing.store_contract import (
     PoolClaimContract,
     RateLimitContract,
     RetentionContract,
+    ScheduleContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -27,6 +28,7 @@ class TestPostgresContract(
     RateLimitContract,
     PoolClaimContract,
     RetentionContract,
+    ScheduleContract,
 ):
     """Real clock (the server's): short leases still expire within the wait bound."""
 

@@ -14,6 +14,7 @@ from chongming.testing.store_contract import (
     PoolClaimContract,
     RateLimitContract,
     RetentionContract,
+    ScheduleContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -27,6 +28,7 @@ class TestSqliteFileContract(
     RateLimitContract,
     PoolClaimContract,
     RetentionContract,
+    ScheduleContract,
 ):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
@@ -44,6 +46,7 @@ class TestSqliteMemoryContract(
     RateLimitContract,
     PoolClaimContract,
     RetentionContract,
+    ScheduleContract,
 ):
     async def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")

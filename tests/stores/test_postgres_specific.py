@@ -101,6 +101,7 @@ async def test_tables_indexes_and_version_are_created(factory: PgStoreFactory) -
         "trace_carriers",
         "rate_limits",
         "rate_grants",
+        "schedules",
     }
     assert {"tasks_bucket_idx", "tasks_owner_idx", "tasks_name_idx"} <= indexes
     assert "tasks_status_idx" not in indexes  # tasks_counts_idx leads with status (0010)

@@ -17,7 +17,7 @@ from chongming.stores.retention import TASK_TABLES
 _TABLE = re.compile(
     r"CREATE TABLE (?:IF NOT EXISTS )?(?:@schema\.)?(\w+)\s*\((.*?)\n\)", re.DOTALL | re.IGNORECASE
 )
-#: Tables whose rows are not one task's: nodes, limits, the clock, and tasks itself.
+#: Tables whose rows are not one task's: nodes, limits, the clock, schedules, and tasks itself.
 _NOT_PER_TASK = {
     "tasks",
     "nodes",
@@ -26,6 +26,7 @@ _NOT_PER_TASK = {
     "cluster_slots",
     "rate_limits",  # one row per limit and key: no task's
     "rate_grants",
+    "schedules",
 }
 
 

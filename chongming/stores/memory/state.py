@@ -13,6 +13,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.durable import DurableRun, Fact, StepRecord
 from chongming.stores.nodes import Command, NodeRecord
 from chongming.stores.rates import RateLimit
+from chongming.stores.schedules import ScheduleRecord
 from chongming.stores.stored import utc_transition
 
 __all__ = ["MemoryState"]
@@ -52,6 +53,7 @@ class MemoryState:
         self._steps: dict[str, dict[tuple[str, int], StepRecord]] = {}
         self._facts: dict[str, dict[str, Fact]] = {}
         self._effects: dict[tuple[str, str], tuple[bool, Any]] = {}  # -> (done, result)
+        self._schedules: dict[str, ScheduleRecord] = {}
         self._hint: asyncio.Event | None = None
         self._closed = False
 

@@ -13,7 +13,8 @@
   rate limits (starts per period);
 - :class:`~chongming.stores.ports.durable.DurableStore`: durable execution;
 - :class:`~chongming.stores.ports.retention.RetentionStore`: pruning
-  terminal tasks.
+  terminal tasks;
+- :class:`~chongming.stores.ports.schedules.ScheduleStore`: schedules.
 
 :class:`~chongming.stores.base.TaskStore` is all of them: the core and the
 commands are abstract; the optional ones come with defaults that say the
@@ -31,6 +32,7 @@ from chongming.stores.ports.limits import ClusterLimitStore as ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore as QueueStore
 from chongming.stores.ports.rates import RateLimitStore as RateLimitStore
 from chongming.stores.ports.retention import RetentionStore as RetentionStore
+from chongming.stores.ports.schedules import ScheduleStore as ScheduleStore
 
 __all__ = [
     "CarrierStore",
@@ -41,4 +43,5 @@ __all__ = [
     "QueueStore",
     "RateLimitStore",
     "RetentionStore",
+    "ScheduleStore",
 ]

@@ -58,6 +58,7 @@ from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
 from chongming.stores.sqlite.queue import QueueOnSqlite
 from chongming.stores.sqlite.rates import RateLimitsOnSqlite
 from chongming.stores.sqlite.retention import RetentionOnSqlite
+from chongming.stores.sqlite.schedules import SchedulesOnSqlite
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
 from chongming.stores.sqlite.writer import Writer
 
@@ -72,6 +73,7 @@ class SqliteTaskStore(
     RateLimitsOnSqlite,
     DurableOnSqlite,
     RetentionOnSqlite,
+    SchedulesOnSqlite,
     TaskStore,
 ):
     """A :class:`TaskStore` in one SQLite file (or ``":memory:"``).

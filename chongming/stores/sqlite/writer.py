@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming.errors import SchemaError, StoreBusy, StoreError, StoreFull, StoreUnavailable
-from chongming.stores.sqlite import durable, limits, nodes, queue, rates, retention
+from chongming.stores.sqlite import durable, limits, nodes, queue, rates, retention, schedules
 from chongming.stores.sqlite.batch import (
     INSERT_TRANSITION,
     CommandOp,
@@ -62,6 +62,7 @@ _NODE_ACTIONS = frozenset(
         *limits.ACTIONS,
         *durable.ACTIONS,
         *rates.ACTIONS,
+        *schedules.ACTIONS,
     }
 )
 
@@ -359,6 +360,8 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
         return retention.run_action(conn, op.action, op.params, now)
     if op.action in rates.ACTIONS:
         return rates.run_action(conn, op.action, op.params, now)
+    if op.action in schedules.ACTIONS:
+        return schedules.run_action(conn, op.action, op.params, now)
     raise TypeError(f"unknown command action {op.action!r}")
 
 

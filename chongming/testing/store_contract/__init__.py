@@ -53,7 +53,8 @@ that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
 mixes in :class:`TraceCarrierContract`; one with rate limits
 (``take_rate_grants``) mixes in :class:`RateLimitContract`; one whose claims
 take a pool's ``tags=`` mixes in :class:`PoolClaimContract`; one that prunes
-(``prune_tasks``) mixes in :class:`RetentionContract`.
+(``prune_tasks``) mixes in :class:`RetentionContract`; one with schedules
+(``fire_schedule``) mixes in :class:`ScheduleContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -85,6 +86,7 @@ from chongming.testing.store_contract.pools import PoolClaimContract
 from chongming.testing.store_contract.queue import QueueContract
 from chongming.testing.store_contract.rates import RateLimitContract
 from chongming.testing.store_contract.retention import RetentionContract
+from chongming.testing.store_contract.schedules import ScheduleContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
 from chongming.testing.store_contract.trusted import TrustedWriteContract
 from chongming.testing.store_contract.writes import WriteContract
@@ -96,6 +98,7 @@ __all__ = [
     "PoolClaimContract",
     "RateLimitContract",
     "RetentionContract",
+    "ScheduleContract",
     "StoreContract",
     "TraceCarrierContract",
     "make_snapshot",
