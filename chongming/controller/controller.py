@@ -14,40 +14,34 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Collection, Iterable, Mapping
-from datetime import datetime
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
 import anyio
 
-from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
-from chongming.control.apply import apply_command, send_command
-from chongming.control.failures import PersistFailures
+from chongming.clock import SYSTEM_CLOCK, Clock
 from chongming.control.location import open_store
 from chongming.control.parking import PARK_AFTER, check_park_threshold
 from chongming.control.plane import ControlPlane
 from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import (
-    EnqueueMany,
-    EnqueueRequest,
-    build_enqueued,
-    store_enqueue,
+    EnqueueCalls,
 )
 from chongming.controller.host import ControllerHost
 from chongming.controller.observers import Observer, wire
-from chongming.controller.plane_calls import PlaneCalls, check_facts, send_facts
-from chongming.controller.queued import QueuedTask
+from chongming.controller.pipeline_calls import PipelineCalls
+from chongming.controller.plane_calls import PlaneCalls
+from chongming.controller.run_factory import RunFactory
 from chongming.controller.served import ServedVersions
-from chongming.controller.statistics import ControllerStats, count_tasks, local_totals
 from chongming.controller.support import (
-    all_done,
     await_to_the_end,
     let_go,
     package_version,
     wind_down,
 )
 from chongming.controller.support import owned_buckets as check_owned
+from chongming.controller.task_calls import TaskCalls
 from chongming.controller.worker import Retention, Worker, check_retention, worker_of
 from chongming.controller.worker_options import RateLimit, WorkerPool, check_worker_options
 from chongming.errors import (
@@ -55,31 +49,23 @@ from chongming.errors import (
     ConfigurationError,
     ControllerClosed,
     DuplicateTask,
-    TaskNotFound,
 )
 from chongming.executors.base import Executor
-from chongming.pipeline.graph import Pipeline
-from chongming.pipeline.run import LivePipelines, PipelineRun
-from chongming.pipeline.submit import prepare_pipeline
+from chongming.pipeline.run import LivePipelines
 from chongming.policies.checks import check_seconds
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
-from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun, check_tags
 from chongming.scheduler.buckets import BucketPolicy, format_bucket_ranges
 from chongming.scheduler.limits import AdmissionLimits
 from chongming.state.payload import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     check_limit,
-    check_reason,
     check_task_id,
 )
-from chongming.state.query import TaskQuery
-from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
-from chongming.stores.nodes import Command, CommandKind
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, durable_needs_store
 
@@ -104,7 +90,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Controller(PlaneCalls, EnqueueMany):
+class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
     """Supervises tasks submitted by registered name.
 
     Over any limit a task is ``queued``, never rejected. A paused task keeps
@@ -184,6 +170,15 @@ class Controller(PlaneCalls, EnqueueMany):
             leased=self.cluster_limits,
         )
         self._host.park_threshold = check_park_threshold(park_threshold)
+        #: Makes every run of this controller: submitted, a pipeline's node, claimed.
+        self.run_factory = RunFactory(
+            owner=self.owner,
+            windows=self.windows,
+            clock=self.clock,
+            artifact_root=self.artifact_root,
+            host=self._host,
+            max_payload_bytes=self.max_payload_bytes,
+        )
         self._owns_store = store is not None and not isinstance(store, TaskStore)
         self._plane: ControlPlane | None = None
         if store is not None:
@@ -234,16 +229,6 @@ class Controller(PlaneCalls, EnqueueMany):
         if self._worker is not None:
             await self._worker.start()
         self._phase = _Phase.OPEN
-
-    @property
-    def store(self) -> TaskStore | None:
-        """The store this controller writes through to (``None``: in memory only)."""
-        return None if self._plane is None else self._plane.store
-
-    @property
-    def persist_failures(self) -> PersistFailures:
-        """What the store could not take yet (always empty without a store)."""
-        return PersistFailures() if self._plane is None else self._plane.failures()
 
     async def __aenter__(self) -> Controller:
         await self.start()
@@ -416,7 +401,7 @@ class Controller(PlaneCalls, EnqueueMany):
         bucket = None if bucket_key is None else self._bucket_for(bucket_key)
         if tags is not None:
             tags = spec.tags | check_tags(tags)
-        run = TaskRun(
+        run = self.run_factory.new(
             spec,
             args,
             kwargs,
@@ -425,17 +410,10 @@ class Controller(PlaneCalls, EnqueueMany):
             label=label,
             retry=retry,
             timeout=timeout,
-            executor=spec.executor,
             tags=tags,
             priority=priority,
             bucket=bucket,
             bucket_key=bucket_key,
-            owner=self.owner,
-            windows=self.windows,
-            clock=self.clock,
-            artifact_root=self.artifact_root,
-            host=self._host,
-            max_payload_bytes=self.max_payload_bytes,
         )
         plane = self._plane
         if plane is None:
@@ -449,76 +427,6 @@ class Controller(PlaneCalls, EnqueueMany):
             self._submitted_since_yield = 0
             await asyncio.sleep(0)
         return run
-
-    async def enqueue(
-        self,
-        name: str,
-        *args: Any,
-        task_id: str | None = None,
-        label: str | None = None,
-        bucket_key: str | None = None,
-        priority: int | None = None,
-        tags: Collection[str] | None = None,
-        not_before: datetime | None = None,
-        idempotency_key: str | None = None,
-        version: int | None = None,
-        connection: object | None = None,
-        facts: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> QueuedTask:
-        """Persist a ``queued`` task for whichever node serves ``name`` (see docs/work-queue.md).
-
-        Needs a store; needs no registration (an unregistered name waits,
-        visibly, until a worker serves it; a registered one is checked against
-        its function now). This controller runs it only if it is itself a
-        worker (``work=True``) that claims it. The same ``idempotency_key``
-        with the same input returns the existing task (``created`` is False);
-        with other input it raises :class:`IdempotencyConflict`.
-
-        ``connection``: your own connection inside your open transaction, on
-        the store's database (asyncpg on PostgreSQL; aiosqlite on the SQLite
-        store's file): the task exists if and only if your transaction commits.
-        ``facts``: facts the task starts with (see :meth:`signal`), written
-        right after it by the enqueue that created it (not with ``connection``;
-        a duplicate writes none).
-        """
-        if self._phase != _Phase.OPEN:
-            await self._open()
-        plane = self._require_plane("enqueue")
-        bucket = None if bucket_key is None else self.buckets.bucket_for(bucket_key)
-        served = self._served
-        if version is None and served and isinstance(name, str) and name not in self.registry:
-            version = await served.highest(name, wait=connection is None)
-        request = EnqueueRequest(
-            name=name,
-            args=args,
-            kwargs=kwargs,
-            task_id=task_id,
-            label=label,
-            bucket=bucket,
-            bucket_key=bucket_key,
-            priority=priority,
-            tags=tags,
-            not_before=not_before,
-            idempotency_key=idempotency_key,
-            version=version,
-        )
-        snapshot, transition = build_enqueued(
-            request, self.registry, self.clock, self.max_payload_bytes
-        )
-        check_facts(facts, connection)
-        result = await store_enqueue(
-            plane.store, snapshot, [transition], connection=connection, observers=self._observers
-        )
-        if result.created:
-            # A duplicate (the key named a twin) changes nothing: its facts
-            # were the first enqueue's to write.
-            await send_facts(plane.store, result.snapshot.task_id, facts)
-        if self._worker is not None:
-            self._worker.wake()
-        return QueuedTask(
-            plane.store, result.snapshot, created=result.created, poll=self.poll_interval
-        )
 
     async def _admit_durably(self, run: TaskRun, plane: ControlPlane) -> None:
         """Queue ``run`` only once the store holds it; if it cannot, leave nothing behind.
@@ -551,60 +459,6 @@ class Controller(PlaneCalls, EnqueueMany):
         if cancelled:
             raise asyncio.CancelledError
 
-    async def submit_pipeline(
-        self, pipeline: Pipeline, *, run_id: str | None = None
-    ) -> PipelineRun:
-        """Start ``pipeline``: its roots ``queued``, every other node ``blocked``.
-
-        Everything is checked before any node exists (the graph, the task
-        names, each node's arguments, ids in use); node task ids are
-        ``<run_id>:<node_id>`` (``run_id`` defaults to a fresh random id).
-        With a store it returns once every node is durable; if one cannot
-        be stored, the stored ones are cancelled and the store's error is
-        raised. Cancellation: as for :meth:`submit`, the admission is
-        finished first; an admitted pipeline runs, and the cancellation is
-        re-raised.
-        """
-        if self._phase != _Phase.OPEN:
-            await self._open()
-        handle = prepare_pipeline(pipeline, self.registry, self._node_run, run_id=run_id)
-        plane = self._plane
-        if plane is not None:
-            await plane.become_node()
-        admission = asyncio.get_running_loop().create_task(
-            handle.admit(self._host, None if plane is None else plane.writer, self._pipelines),
-            name=f"chongming:admit-pipeline:{handle.run_id}",
-        )
-        await await_to_the_end(admission)
-        return handle
-
-    def _node_run(
-        self,
-        spec: TaskSpec,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        task_id: str,
-        label: str,
-    ) -> TaskRun:
-        if spec.durable and self._plane is None:
-            raise durable_needs_store(spec.name, _NO_STORE)
-        return TaskRun(
-            spec,
-            args,
-            kwargs,
-            task_id=task_id,
-            name=spec.name,
-            label=label,
-            executor=spec.executor,
-            owner=self.owner,
-            windows=self.windows,
-            clock=self.clock,
-            artifact_root=self.artifact_root,
-            host=self._host,
-            max_payload_bytes=self.max_payload_bytes,
-        )
-
     def _bucket_for(self, bucket_key: str | None) -> int | None:
         if bucket_key is None:
             return None
@@ -612,192 +466,6 @@ class Controller(PlaneCalls, EnqueueMany):
         if self.owned_buckets is not None and bucket not in self.owned_buckets:
             raise BucketNotOwned(bucket, format_bucket_ranges(self.owned_buckets))
         return bucket
-
-    # -- queries -------------------------------------------------------------------------
-
-    def run_for(self, task_id: str) -> TaskRun:
-        """The live handle of a task this controller holds."""
-        self._check_not_closed()
-        run = self._host.get(task_id)
-        if run is None:
-            raise TaskNotFound(task_id)
-        return run
-
-    async def get(self, task_id: str) -> TaskSnapshot:
-        """The task's latest snapshot; :class:`TaskNotFound` if unknown.
-
-        A task this controller holds is read from memory (fresher: progress
-        and heartbeat are only written now and then); any other is read
-        from the store.
-        """
-        self._check_not_closed()
-        run = self._host.get(task_id)
-        if run is not None:
-            return run.snapshot
-        if self._plane is not None:
-            await self._open()
-            snapshot = await self._plane.store.get(task_id)
-            if snapshot is not None:
-                return snapshot
-        raise TaskNotFound(task_id)
-
-    async def history(self, task_id: str) -> list[Transition]:
-        """The task's transitions, oldest first (from the store for tasks held elsewhere)."""
-        self._check_not_closed()
-        run = self._host.get(task_id)
-        if run is not None:
-            return list(run.transitions)
-        if self._plane is not None:
-            await self._open()
-            history = await self._plane.store.history(task_id)
-            if history:
-                return history
-        raise TaskNotFound(task_id)
-
-    async def list_tasks(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
-        """Snapshots matching ``query``, oldest first.
-
-        With a store: every process's tasks, from the store, with the
-        fresher in-memory snapshot in place of each task held here.
-        """
-        self._check_not_closed()
-        query = query or TaskQuery()
-        if self._plane is not None:
-            await self._open()
-            stored = await self._plane.store.query(query)
-            held = self._host
-            return [
-                run.snapshot if (run := held.get(snapshot.task_id)) is not None else snapshot
-                for snapshot in stored
-            ]
-        result: list[TaskSnapshot] = []
-        for run in self._host.runs():
-            snapshot = run.snapshot
-            if query.matches(snapshot):
-                result.append(snapshot)
-                if query.limit is not None and len(result) >= query.limit:
-                    break
-        return result
-
-    async def stats(self) -> ControllerStats:
-        """Counts now: with a store, the task counts are every node's, read from the store
-        (this node's unwritten transitions counted where they are); see :class:`ControllerStats`.
-        """
-        self._check_not_closed()
-        if self._plane is None:
-            totals = local_totals(self._host.counts())
-        else:
-            await self._open()
-            counts = await self._plane.store.task_counts()
-            totals = count_tasks(counts, self._plane.writer.unwritten())
-        admission = self._host.admission()
-        return ControllerStats(
-            total=totals.total,
-            active=totals.active,
-            by_status=totals.by_status,
-            by_owner=totals.by_owner,
-            held=len(self._host),
-            queued=admission.waiting,
-            holding_slot=admission.running,
-            max_parallel=self.limits.max_parallel,
-            per_bucket=dict(admission.running_per_bucket),
-            per_resource=dict(admission.running_per_resource),
-            persist_failures=self.persist_failures.failed_writes,
-            cluster_slots={} if self._cluster is None else self._cluster.held,
-        )
-
-    # -- control -------------------------------------------------------------------------
-
-    async def stop(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
-        """Ask a task to stop; see :meth:`TaskRun.stop`. False if it already ended.
-
-        A task held by another process gets a stop command addressed to its
-        owner; True then means the request was issued.
-        """
-        self._check_not_closed()
-        run = self._host.get(task_id)
-        if run is not None:
-            return await run.stop(reason=reason, actor=actor)
-        return await self._command(CommandKind.STOP, task_id, reason, actor)
-
-    async def pause(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
-        """Pause a task at its next checkpoint; False (rolled back) if not reached in time.
-
-        For a task held by another process a pause command is sent and the
-        answer is False: unconfirmed (the command's recorded outcome says
-        what happened).
-        """
-        self._check_not_closed()
-        run = self._host.get(task_id)
-        if run is not None:
-            return await run.pause(reason=reason, actor=actor)
-        await self._command(CommandKind.PAUSE, task_id, reason, actor)
-        return False
-
-    async def resume(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
-        """Resume a paused task; False if it was not paused (or, held elsewhere: unconfirmed)."""
-        self._check_not_closed()
-        run = self._host.get(task_id)
-        if run is not None:
-            return await run.resume(reason=reason, actor=actor)
-        await self._command(CommandKind.RESUME, task_id, reason, actor)
-        return False
-
-    async def _command(
-        self, kind: CommandKind, task_id: str, reason: str | None, actor: str
-    ) -> bool:
-        """Address a command to the task's owner; False when the task already ended."""
-        check_task_id(task_id)
-        reason = check_reason(reason)
-        check_reason(actor, "actor")
-        plane = self._plane
-        if plane is None:
-            raise TaskNotFound(task_id)
-        await self._open()
-        at = to_datetime(self.clock.time())
-        return await send_command(plane.store, kind, task_id, reason=reason, actor=actor, at=at)
-
-    async def _apply_command(self, command: Command) -> str | None:
-        plane = self._plane
-        assert plane is not None
-        outcome = await apply_command(
-            command, held=self._host.get, store=plane.store, owner=self.owner
-        )
-        if self._observers is not None:
-            # The injected clock, as every other time of the controller (a test pins it).
-            seconds = max(0.0, self.clock.time() - command.created_at.timestamp())
-            self._observers.command_applied(command, outcome, seconds)
-        return outcome
-
-    async def stop_all(self, *, reason: str | None = None, actor: str = "user") -> int:
-        """Ask every unfinished task to stop. Returns how many requests were issued,
-        not how many tasks have stopped: use :meth:`wait_all` for that."""
-        self._check_not_closed()
-        issued = 0
-        for run in self._host.runs():
-            if await run.stop(reason=reason, actor=actor):
-                issued += 1
-        return issued
-
-    async def wait_all(self, timeout: float | None = None) -> list[Outcome]:
-        """Wait until every task known now has ended; their outcomes in submission order.
-
-        Raises :class:`TimeoutError` if that takes longer than ``timeout``;
-        nothing about the tasks changes then.
-        """
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
-        ):
-            raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
-        self._check_not_closed()
-        runs = list(self._host.runs())
-        async with asyncio.timeout(timeout):
-            await all_done(runs)
-            # Outcomes are handed out once their ends are durable (see TaskRun.wait).
-            settled = [future for run in runs if (future := self._host.settled(run)) is not None]
-            if settled:
-                await asyncio.shield(asyncio.gather(*settled))
-        return [outcome for run in runs if (outcome := run.outcome) is not None]
 
     def __repr__(self) -> str:
         return f"<Controller owner={self.owner!r} {self._phase} tasks={len(self._host)}>"

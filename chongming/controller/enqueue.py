@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock, to_datetime
+from chongming.controller.facts import check_facts, send_facts
 from chongming.controller.queued import QueuedTask
 from chongming.errors import ConfigurationError, PayloadError
 from chongming.run.lifecycle import check_tags
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENQUEUED",
-    "EnqueueMany",
+    "EnqueueCalls",
     "build_enqueued",
     "build_enqueued_many",
     "queued_tasks",
@@ -329,8 +330,8 @@ def _takes_carrier(kind: type[TaskStore]) -> bool:
     )
 
 
-class EnqueueMany:
-    """:meth:`enqueue_many`, a mixin of :class:`~chongming.controller.Controller`."""
+class EnqueueCalls:
+    """:meth:`enqueue` and :meth:`enqueue_many`: a mixin of the controller."""
 
     registry: TaskRegistry
     clock: Clock
@@ -346,6 +347,75 @@ class EnqueueMany:
         async def _open(self) -> None: ...
 
         def _require_plane(self, what: str) -> ControlPlane: ...
+
+    async def enqueue(
+        self,
+        name: str,
+        *args: Any,
+        task_id: str | None = None,
+        label: str | None = None,
+        bucket_key: str | None = None,
+        priority: int | None = None,
+        tags: Collection[str] | None = None,
+        not_before: datetime | None = None,
+        idempotency_key: str | None = None,
+        version: int | None = None,
+        connection: object | None = None,
+        facts: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> QueuedTask:
+        """Persist a ``queued`` task for whichever node serves ``name`` (see docs/work-queue.md).
+
+        Needs a store; needs no registration (an unregistered name waits,
+        visibly, until a worker serves it; a registered one is checked against
+        its function now). This controller runs it only if it is itself a
+        worker (``work=True``) that claims it. The same ``idempotency_key``
+        with the same input returns the existing task (``created`` is False);
+        with other input it raises :class:`IdempotencyConflict`.
+
+        ``connection``: your own connection inside your open transaction, on
+        the store's database (asyncpg on PostgreSQL; aiosqlite on the SQLite
+        store's file): the task exists if and only if your transaction commits.
+        ``facts``: facts the task starts with (see :meth:`signal`), written
+        right after it by the enqueue that created it (not with ``connection``;
+        a duplicate writes none).
+        """
+        await self._open()
+        plane = self._require_plane("enqueue")
+        bucket = None if bucket_key is None else self.buckets.bucket_for(bucket_key)
+        served = self._served
+        if version is None and served and isinstance(name, str) and name not in self.registry:
+            version = await served.highest(name, wait=connection is None)
+        request = EnqueueRequest(
+            name=name,
+            args=args,
+            kwargs=kwargs,
+            task_id=task_id,
+            label=label,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            priority=priority,
+            tags=tags,
+            not_before=not_before,
+            idempotency_key=idempotency_key,
+            version=version,
+        )
+        snapshot, transition = build_enqueued(
+            request, self.registry, self.clock, self.max_payload_bytes
+        )
+        check_facts(facts, connection)
+        result = await store_enqueue(
+            plane.store, snapshot, [transition], connection=connection, observers=self._observers
+        )
+        if result.created:
+            # A duplicate (the key named a twin) changes nothing: its facts
+            # were the first enqueue's to write.
+            await send_facts(plane.store, result.snapshot.task_id, facts)
+        if self._worker is not None:
+            self._worker.wake()
+        return QueuedTask(
+            plane.store, result.snapshot, created=result.created, poll=self.poll_interval
+        )
 
     async def enqueue_many(
         self,

@@ -6,7 +6,6 @@ the calls that need a store and read or judge what every node wrote).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from chongming.clock import Clock, to_datetime
@@ -17,28 +16,10 @@ from chongming.controller.schedules import ScheduleCalls
 from chongming.errors import ConfigurationError
 from chongming.scheduler.buckets import BucketPolicy
 from chongming.state.payload import check_reason
-from chongming.stores.base import TaskStore
 from chongming.stores.durable import Fact
 from chongming.stores.nodes import NodeRecord
 
-__all__ = ["PlaneCalls", "check_facts", "send_facts"]
-
-
-def check_facts(facts: object, connection: object | None) -> None:
-    """``enqueue(facts=...)``: a mapping of fact name to JSON value, not inside a transaction."""
-    if facts is None:
-        return
-    if not isinstance(facts, Mapping):
-        raise ConfigurationError(f"facts must be a mapping of name to value, got {facts!r}")
-    if facts and connection is not None:
-        raise ConfigurationError(
-            "facts= cannot join the caller's transaction yet; signal them after the commit"
-        )
-
-
-async def send_facts(store: TaskStore, task_id: str, facts: Mapping[str, Any] | None) -> None:
-    for name, payload in (facts or {}).items():
-        await store.put_fact(Fact(task_id=task_id, name=name, payload=payload))
+__all__ = ["PlaneCalls"]
 
 
 class PlaneCalls(ScheduleCalls):

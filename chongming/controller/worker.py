@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
@@ -40,14 +38,13 @@ from chongming.control.pruner import BackgroundPruner, check_retention, pruner_f
 from chongming.control.rate_gate import RateGate, claim_exclusions
 from chongming.controller.pools import WorkerPool
 from chongming.controller.rates import check_rate_store
+from chongming.controller.schedules import schedule_loop_for
 from chongming.errors import (
     ChongmingError,
     ConfigurationError,
     StoreUnavailable,
     VersionConflict,
 )
-from chongming.controller.schedules import schedule_loop_for
-from chongming.policies.windows import ControlWindows
 from chongming.state.machine import apply_transition
 from chongming.state.records import Failure, FailureKind, TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
@@ -67,7 +64,7 @@ if TYPE_CHECKING:
     from chongming.run.task_run import TaskRun
     from chongming.schedules.loop import ScheduleLoop
 
-__all__ = ["Retention", "Worker", "check_retention", "claimed_run", "worker_of"]
+__all__ = ["Retention", "Worker", "check_retention", "worker_of"]
 
 _log = logging.getLogger("chongming.control")
 _T = TypeVar("_T")
@@ -512,41 +509,6 @@ async def _patiently(call: Callable[[], Awaitable[_T]], patience: float = GIVE_B
             delay = min(delay * 2, 2.0)
 
 
-def claimed_run(
-    spec: TaskSpec,
-    stored: TaskSnapshot,
-    *,
-    owner: str,
-    windows: ControlWindows,
-    clock: Clock,
-    artifact_root: Path | None,
-    host: ControllerHost,
-    max_payload_bytes: int | None,
-) -> TaskRun:
-    """A local run for a task claimed from the queue (the worker then adopts it)."""
-    from chongming.run.task_run import TaskRun
-
-    return TaskRun(
-        spec,
-        stored.args,
-        stored.kwargs,
-        task_id=stored.task_id,
-        name=stored.name,
-        label=stored.label,
-        executor=spec.executor,
-        tags=stored.tags | spec.tags,  # the registration's tags hold wherever it runs
-        priority=stored.priority,
-        bucket=stored.bucket,
-        bucket_key=stored.bucket_key,
-        owner=owner,
-        windows=windows,
-        clock=clock,
-        artifact_root=artifact_root,
-        host=host,
-        max_payload_bytes=max_payload_bytes,
-    )
-
-
 def worker_of(
     controller: Controller,
     plane: ControlPlane | None,
@@ -568,15 +530,7 @@ def worker_of(
         owner=controller.owner,
         max_parallel=controller.limits.max_parallel,
         owned_buckets=controller.owned_buckets,
-        make_run=functools.partial(
-            claimed_run,
-            owner=controller.owner,
-            windows=controller.windows,
-            clock=controller.clock,
-            artifact_root=controller.artifact_root,
-            host=host,
-            max_payload_bytes=controller.max_payload_bytes,
-        ),
+        make_run=controller.run_factory.claimed,
         poll_interval=controller.poll_interval,
         withheld=withheld,
         exclude_tags=withheld,  # and tasks enqueued with such a tag of their own

@@ -1,0 +1,92 @@
+"""One factory for the runs a controller makes: submitted here, a pipeline's node, claimed.
+
+What every run of a controller shares (its owner, windows, clock, artifact
+root, host and payload limit) is resolved once, here, instead of being
+spelled out at each of the three places that build runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chongming.clock import Clock
+from chongming.policies.retry import RetryPolicy
+from chongming.policies.timeout import Timeout
+from chongming.policies.windows import ControlWindows
+from chongming.run.task_run import TaskRun
+from chongming.state.records import TaskSnapshot
+from chongming.task_api.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from chongming.controller.host import ControllerHost
+
+__all__ = ["RunFactory"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunFactory:
+    """The per-controller part of every run it makes."""
+
+    owner: str
+    windows: ControlWindows
+    clock: Clock
+    artifact_root: Path | None
+    host: ControllerHost
+    max_payload_bytes: int | None
+
+    def new(
+        self,
+        spec: TaskSpec,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any] | None,
+        *,
+        task_id: str | None,
+        name: str,
+        label: str | None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        tags: Collection[str] | None = None,
+        priority: int | None = None,
+        bucket: int | None = None,
+        bucket_key: str | None = None,
+    ) -> TaskRun:
+        """A run of ``spec`` on this controller's host (every check of ``TaskRun`` applies)."""
+        return TaskRun(
+            spec,
+            args,
+            kwargs,
+            task_id=task_id,
+            name=name,
+            label=label,
+            retry=retry,
+            timeout=timeout,
+            executor=spec.executor,
+            tags=tags,
+            priority=priority,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            owner=self.owner,
+            windows=self.windows,
+            clock=self.clock,
+            artifact_root=self.artifact_root,
+            host=self.host,
+            max_payload_bytes=self.max_payload_bytes,
+        )
+
+    def claimed(self, spec: TaskSpec, stored: TaskSnapshot) -> TaskRun:
+        """A local run for a task claimed from the queue (the worker then adopts it)."""
+        return self.new(
+            spec,
+            stored.args,
+            stored.kwargs,
+            task_id=stored.task_id,
+            name=stored.name,
+            label=stored.label,
+            tags=stored.tags | spec.tags,  # the registration's tags hold wherever it runs
+            priority=stored.priority,
+            bucket=stored.bucket,
+            bucket_key=stored.bucket_key,
+        )
