@@ -55,10 +55,10 @@ class ControllerHost:
         "keep_finished",
         "on_demand",
         "on_finished",
-        "on_retry",
         "park_threshold",
         "parking",
         "per_status",
+        "retry_requeue",
         "sink",
     )
 
@@ -92,8 +92,8 @@ class ControllerHost:
         self._plane: ControlPlane | None = None
         #: Called when a run ends (a worker claims again: a slot is free).
         self.on_finished: Callable[[], None] | None = None
-        #: Called when a run enters ``retry_wait`` (a rate-limited worker requeues the retry).
-        self.on_retry: Callable[[TaskRun], None] | None = None
+        #: Why a claimed run's retry goes back to the queue (a rate-limited worker's), or None.
+        self.retry_requeue: Callable[[Any], str | None] | None = None
         #: True on a worker: a claimed durable task may park (a long sleep) and be let go.
         self.parking = False
         #: A durable sleep or fact wait with this long (seconds) or more to go parks.
@@ -233,6 +233,12 @@ class ControllerHost:
         claimed = getattr(run, "adopted", None) is not None
         return self.closing and self._plane is not None and claimed
 
+    def requeues_retry(self, run: HostedRun) -> str | None:
+        requeue = self.retry_requeue
+        if requeue is None or self._plane is None or getattr(run, "adopted", None) is None:
+            return None
+        return requeue(run)
+
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         if self._observer is not None:
             coro = self._observer.wrap_attempt(run, coro)
@@ -245,8 +251,6 @@ class ControllerHost:
             plane.record(run)
         if run.status in _TERMINAL:
             self.retire(run)
-        elif run.status is TaskStatus.RETRY_WAIT and self.on_retry is not None:
-            self.on_retry(run)  # type: ignore[arg-type]  # a HostedRun here is a TaskRun
         observer = self._observer
         if observer is not None:
             observer.transition(run, previous)

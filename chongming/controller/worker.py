@@ -28,7 +28,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
@@ -36,17 +36,16 @@ from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
 from chongming.control.pruner import BackgroundPruner, check_retention, pruner_for
 from chongming.control.rate_gate import RateGate, claim_exclusions
+from chongming.controller.claim_returns import give_back_start, patiently, refuse_claim
 from chongming.controller.pools import WorkerPool
 from chongming.controller.rates import check_rate_store
 from chongming.controller.schedules import schedule_loop_for
 from chongming.errors import (
     ChongmingError,
     ConfigurationError,
-    StoreUnavailable,
-    VersionConflict,
 )
 from chongming.state.machine import apply_transition
-from chongming.state.records import Failure, FailureKind, TaskSnapshot, Transition
+from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
@@ -69,8 +68,6 @@ __all__ = ["Retention", "Worker", "check_retention", "worker_of"]
 _log = logging.getLogger("chongming.control")
 _T = TypeVar("_T")
 
-#: How long giving back a claim (or a start) this node will not run waits for the store.
-GIVE_BACK_PATIENCE = 30.0
 #: How long a closing worker waits for a retry_wait to be stored before handing it back.
 HAND_BACK_WAIT = 5.0
 
@@ -102,7 +99,6 @@ class Worker:
         self.schedules = schedules
         self._plane = plane
         self._pool = pool or WorkerPool()
-        self._requeuing: set[asyncio.Task[None]] = set()
         self._rates = (
             RateGate(plane.store, rate_limits, wake=self.wake, poll_interval=poll_interval)
             if rate_limits
@@ -150,7 +146,7 @@ class Worker:
         await self._plane.become_node()  # claims are made by a live node only
         if self._rates is not None:
             await self._rates.start()
-            self._host.on_retry = self._retry_through_queue
+            self._host.retry_requeue = self._retry_through_queue
         self._host.on_finished = self._claims.wake
         self._host.parking = True  # a claimed durable task may park for a long sleep
         self._claims.start()
@@ -180,14 +176,12 @@ class Worker:
         self._host.on_finished = None
         if self._pruner is not None:
             await self._pruner.aclose()
-        self._host.on_retry = None
+        self._host.retry_requeue = None
         if self.schedules is not None:
             await self.schedules.aclose()
         await self._claims.aclose()
         if self._rates is not None:
             self._rates.aclose()
-        while self._requeuing:  # retries on their way back to the queue: let them land
-            await asyncio.gather(*self._requeuing, return_exceptions=True)
         store = self._plane.store
         for run in self._host.runs():
             if run.adopted is None or run.holds_slot:
@@ -202,7 +196,7 @@ class Worker:
             self._host.forget(run)  # out of admission, its start timer cancelled
             self._plane.writer.forget(run)
             if status is TaskStatus.STARTING:  # its claim started it; it waited for a slot
-                await self._give_back(snapshot, patience=0)
+                await give_back_start(store, self._owner, self._now(), snapshot, patience=0)
                 continue
             try:
                 await store.release_claim(run.task_id, self._owner, snapshot.status_version)
@@ -210,28 +204,21 @@ class Worker:
                 # Still ours in the store: reconcile sees a dead owner's queued task.
                 _log.warning("could not give %r back to the queue: %s", run.task_id, error)
 
-    def _retry_through_queue(self, run: TaskRun) -> None:
+    def _retry_through_queue(self, run: TaskRun) -> str | None:
         """A claimed rate-limited task's retry is a start too: it goes back to the queue.
 
-        Requeued (``retry_wait -> queued``, no owner, claimable when its backoff
-        ends), the next attempt is claimed again and asks for its grant like the
-        first one, instead of restarting here past the limit.
+        Decided with the retry, when the attempt ends (before any timer of
+        this node could start it): requeued (``retry_wait -> queued``, no
+        owner, claimable when its backoff ends), the next attempt is claimed
+        again and asks for its grant like the first one, instead of
+        restarting here past the limit.
         """
         rates = self._rates
-        if rates is None or run.adopted is None or not run.tags & rates.tags:
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._hand_back_retry(run, "rate limited: the retry asks for its start grant again"),
-            name=f"chongming:requeue-retry {run.task_id}",
-        )
-        self._requeuing.add(task)  # owned: awaited by aclose()
-        task.add_done_callback(self._requeuing.discard)
+        if rates is None or not run.tags & rates.tags:
+            return None
+        return "rate limited: the retry asks for its start grant again"
 
-    async def _hand_back_retry(
-        self,
-        run: TaskRun,
-        reason: str = "the worker closed: the retry goes to any worker that serves it",
-    ) -> None:
+    async def _hand_back_retry(self, run: TaskRun) -> None:
         """A claimed task in ``retry_wait`` on a closing worker: back to the queue, unowned."""
         try:  # the store must hold its retry_wait before the hand-back can compare on it
             async with asyncio.timeout(HAND_BACK_WAIT):
@@ -250,7 +237,7 @@ class Worker:
             TaskStatus.QUEUED,
             trigger=Trigger.RETRY_RELEASED,
             at=now,
-            reason=reason,
+            reason="the worker closed: the retry goes to any worker that serves it",
         )
         not_before = None if due is None else to_datetime(due)
         queued = dataclasses.replace(queued, owner=None, not_before=not_before)
@@ -261,6 +248,9 @@ class Worker:
         except ChongmingError as error:
             # Still ours in the store: reconcile requeues a dead worker's retry_wait task.
             _log.warning("could not give %r back to the queue: %s", run.task_id, error)
+
+    def _now(self) -> datetime:
+        return to_datetime(self._time())
 
     def serves(self) -> Serves:
         """Every registered name with the versions registered for it, within the pool."""
@@ -401,7 +391,13 @@ class Worker:
             run.adopt(stored, history)
         except (ChongmingError, ValueError) as error:
             queued_by = history[-1].trigger if history else None
-            await self._refuse(stored, f"cannot run it here: {error}", queued_by)
+            await refuse_claim(
+                self._plane.store,
+                to_datetime(self._time()),
+                stored,
+                f"cannot run it here: {error}",
+                queued_by,
+            )
             return
         try:
             self._host.register(run)
@@ -409,11 +405,13 @@ class Worker:
             run.discard()
             _log.warning("claimed %r but cannot hold it (%s); giving it back", run.task_id, error)
             if stored.status is TaskStatus.STARTING:
-                await self._give_back(stored)
+                await give_back_start(
+                    self._plane.store, self._owner, to_datetime(self._time()), stored
+                )
                 return
             store = self._plane.store
             try:
-                await _patiently(
+                await patiently(
                     lambda: store.release_claim(stored.task_id, self._owner, stored.status_version)
                 )
             except ChongmingError as failed:
@@ -423,90 +421,6 @@ class Worker:
             self._host.observer.claimed(run, carrier)  # before its first attempt: the parent
         self._plane.writer.adopt(run, stored.status_version)
         run.enter_admission()
-
-    async def _give_back(
-        self, stored: TaskSnapshot, *, patience: float = GIVE_BACK_PATIENCE
-    ) -> None:
-        """A task its claim started but this node will not launch: back to the queue.
-
-        ``starting -> retry_wait -> queued`` (the only way back the table
-        has), then the claim is released, so any worker takes it again.
-        While the store is away it is retried for ``patience`` seconds: left
-        ``starting`` under this live node, the task would be stranded
-        (reconcile leaves a live owner's tasks alone). A closing node does
-        not wait (``patience=0``): once it is gone, reconcile takes it over.
-        """
-        now = to_datetime(self._time())
-        reason = "claimed by a worker that did not launch it"
-        waiting, first = apply_transition(
-            stored, TaskStatus.RETRY_WAIT, trigger=Trigger.RETRY_SCHEDULED, at=now, reason=reason
-        )
-        queued, second = apply_transition(  # its next start continues the attempt count
-            waiting, TaskStatus.QUEUED, trigger=Trigger.START_GIVEN_BACK, at=now
-        )
-        store, task_id = self._plane.store, stored.task_id
-        try:
-            try:
-                await _patiently(
-                    lambda: store.save(
-                        queued, expect_version=stored.status_version, transitions=[first, second]
-                    ),
-                    patience,
-                )
-            except VersionConflict:
-                # A try whose reply was lost may have committed it: go on only if so.
-                now_stored = await _patiently(lambda: store.get(task_id), patience)
-                if now_stored is None or (now_stored.status, now_stored.status_version) != (
-                    TaskStatus.QUEUED,
-                    queued.status_version,
-                ):
-                    return  # it moved on without us
-            await _patiently(
-                lambda: store.release_claim(task_id, self._owner, queued.status_version), patience
-            )
-        except ChongmingError as error:
-            # Still ours in the store: reconcile sees a dead owner's starting task (lost).
-            _log.warning("could not give %r back to the queue: %s", task_id, error)
-
-    async def _refuse(
-        self, stored: TaskSnapshot, message: str, queued_by: str | None = None
-    ) -> None:
-        """End a claimed task that cannot start: ``starting``, then ``failed`` (launch_error)."""
-        failure = Failure(kind=FailureKind.LAUNCH_ERROR, message=message, retryable=False)
-        now = to_datetime(self._time())
-        steps = []
-        starting = stored
-        if stored.status is TaskStatus.QUEUED:  # a claim that started it wrote this one
-            starting, first = apply_transition(
-                stored, TaskStatus.STARTING, trigger=Trigger.DISPATCH, at=now, queued_by=queued_by
-            )
-            steps.append(first)
-        failed, second = apply_transition(
-            starting, TaskStatus.FAILED, trigger=Trigger.FAILED, at=now, reason=message[:500]
-        )
-        steps.append(second)
-        failed_with = dataclasses.replace(failed, failure=failure)
-        try:
-            await self._plane.store.save(
-                failed_with, expect_version=stored.status_version, transitions=steps
-            )
-        except ChongmingError as error:
-            _log.warning("could not record claimed task %r as failed: %s", stored.task_id, error)
-
-
-async def _patiently(call: Callable[[], Awaitable[_T]], patience: float = GIVE_BACK_PATIENCE) -> _T:
-    """``call()``, tried again while the store is unreachable, for ``patience`` seconds."""
-    loop = asyncio.get_running_loop()  # durations run on the loop's clock (chongming.clock)
-    deadline = loop.time() + patience
-    delay = 0.1
-    while True:
-        try:
-            return await call()
-        except StoreUnavailable:
-            if loop.time() + delay > deadline:
-                raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
 
 
 def worker_of(

@@ -63,6 +63,7 @@ def record_end(run: RunLifecycle, attempt: Attempt, verdict: Verdict) -> None:
             end = End.RESULT_INVALID
     retry: bool | None = None
     gives_back = False
+    requeued: str | None = None
     delay = 0.0
     if failure is not None and asks_retry(status, end):
         try:
@@ -83,7 +84,11 @@ def record_end(run: RunLifecycle, attempt: Attempt, verdict: Verdict) -> None:
         else:
             retry, delay = decision.retry, decision.delay
             # A closing worker runs no retry: any other worker does, when it is due.
-            gives_back = retry and (run._handing_back is not None or run.host.hands_back(run))
+            if retry and (run._handing_back is not None or run.host.hands_back(run)):
+                gives_back = True
+            elif retry:
+                requeued = run.host.requeues_retry(run)  # a rate-limited start, say
+                gives_back = requeued is not None
     moves, then = steps_for(
         status,
         end,
@@ -100,7 +105,10 @@ def record_end(run: RunLifecycle, attempt: Attempt, verdict: Verdict) -> None:
         loop = asyncio.get_running_loop()
         run._retry_timer = loop.call_later(delay, run._retry_due)
     elif then is Then.GIVE_BACK:
-        give_back(run, run._time() + delay, Trigger.RETRY_RELEASED)
+        if requeued is None:
+            give_back(run, run._time() + delay, Trigger.RETRY_RELEASED)
+        else:
+            give_back(run, run._time() + delay, Trigger.RETRY_RELEASED, requeued)
     elif then is Then.HAND_BACK:
         hand_back_ended(run, attempt)
     elif then is Then.PARK:

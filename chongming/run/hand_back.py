@@ -75,7 +75,10 @@ def hand_back_ended(run: RunLifecycle, attempt: Attempt) -> bool:
 
 
 def give_back(
-    run: RunLifecycle, not_before: float | None, trigger: str = Trigger.HANDED_BACK
+    run: RunLifecycle,
+    not_before: float | None,
+    trigger: str = Trigger.HANDED_BACK,
+    why: str = "the worker closed",
 ) -> None:
     """``retry_wait -> queued`` with no owner: any worker that serves it claims it."""
     until = None if not_before is None else to_datetime(not_before)
@@ -84,7 +87,7 @@ def give_back(
         run.adopted = dataclasses.replace(stored, not_before=until, owner=None)
     run.owner = None
     when = "now" if until is None else f"from {until.isoformat()}"
-    run._move(QUEUED, trigger, reason=f"the worker closed; claimable {when}")
+    run._move(QUEUED, trigger, reason=f"{why}; claimable {when}")
     resolve_left(run)
     run.host.park(run, None)
 

@@ -79,6 +79,13 @@ class RunHost(Protocol):
         queue instead of waiting here, and :meth:`TaskRun.hand_back` applies.
         """
 
+    def requeues_retry(self, run: HostedRun) -> str | None:
+        """Why a retry of ``run`` goes back to the queue instead of waiting here (None: it waits).
+
+        A worker with a rate limit on one of the run's tags: the next attempt
+        is a start, and asks the store for its grant like the first one did.
+        """
+
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Start ``coro`` as a task the host owns (and cancels and awaits on close).
 
@@ -185,6 +192,9 @@ class StandaloneHost:
 
     def hands_back(self, run: HostedRun) -> bool:
         return False
+
+    def requeues_retry(self, run: HostedRun) -> str | None:
+        return None
 
     def spawn(self, run: HostedRun, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         return self._tasks.spawn(
