@@ -15,7 +15,7 @@ work. Strict priority runs it after the whole flood; with ``age_step`` it
 starts while the flood is still being served (ordering from the stored
 histories, never an exact duration).
 
-``@pytest.mark.proof``: 120 parents in ``make test``, 500 with ``CHONGMING_PROOFS=full``.
+``@pytest.mark.proof``: 60 parents in ``make test``, 500 with ``CHONGMING_PROOFS=full``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from tests.tiers import proof_size
 
 pytestmark = [pytest.mark.slow, pytest.mark.proof]
 
-PARENTS = proof_size("CHONGMING_STARVATION_PARENTS", reduced=120, full=500)
+PARENTS = proof_size("CHONGMING_STARVATION_PARENTS", reduced=60, full=500)
 WORK = 0.1  # a parent's first part (seconds)
 SLOTS = 4
 #: The worst child's wait (enqueue -> running) when children go first: about one
