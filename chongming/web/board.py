@@ -25,6 +25,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.stores.limits import ClusterLimit
 from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
+from chongming.web.journal import NO_JOURNAL, Journal, read_journal
 
 if TYPE_CHECKING:
     from chongming.controller.controller import Controller
@@ -187,6 +188,7 @@ class TaskView:
     history: Sequence[Transition]
     commands: Sequence[CommandRecord]
     waiting: WaitingReason | None = None
+    journal: Journal = NO_JOURNAL  # chongming.web.journal
 
 
 def checked_id(task_id: str) -> str:
@@ -204,7 +206,10 @@ async def task_view(controller: Controller, task_id: str) -> TaskView:
     store = controller.store
     commands = [] if store is None else await store.command_records(task_id=task_id, limit=50)
     waiting = (await why_waiting(controller, [snapshot])).get(task_id)
-    return TaskView(snapshot=snapshot, history=history, commands=commands, waiting=waiting)
+    journal = await read_journal(store, task_id, history)
+    return TaskView(
+        snapshot=snapshot, history=history, commands=commands, waiting=waiting, journal=journal
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -315,6 +315,8 @@ def _commands(view: TaskView) -> str:
 
 def task_body(view: TaskView) -> str:
     """The live part of a task's page."""
+    from chongming.web.journal_page import journal_section  # it builds on this module
+
     snapshot = view.snapshot
     terminal = "1" if snapshot.is_terminal else "0"
     return (
@@ -325,6 +327,7 @@ def task_body(view: TaskView) -> str:
         + state_svg(snapshot.status, view.history)
         + f"<h2>History ({len(view.history)} transitions)</h2>"
         + _timeline(view.history)
+        + journal_section(view.journal)
         + "<h2>Commands</h2>"
         + _commands(view)
     )
