@@ -35,6 +35,7 @@ durable execution. :class:`TaskStore` is all of them at once.
 from __future__ import annotations
 
 from chongming.stores.nodes import Command, CommandKind, CommandState
+from chongming.stores.ports.activity import ActivityStore
 from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.commands import CommandStore
 from chongming.stores.ports.core import CoreStore, count_key, is_stored
@@ -61,6 +62,7 @@ class TaskStore(
     ClusterLimitStore,
     DurableStore,
     RetentionStore,
+    ActivityStore,
 ):
     """Async persistence for tasks: every capability of the port (see the module docstring).
 

@@ -15,6 +15,7 @@ move time: ``InMemoryTaskStore(clock=fake.now)``.
 from __future__ import annotations
 
 from chongming.stores.base import TaskStore
+from chongming.stores.memory.activity import ActivityOnMemory
 from chongming.stores.memory.commands import CommandsOnMemory
 from chongming.stores.memory.core import CoreOnMemory
 from chongming.stores.memory.durable import DurableOnMemory
@@ -32,6 +33,7 @@ class InMemoryTaskStore(
     ClusterLimitsOnMemory,
     DurableOnMemory,
     RetentionOnMemory,
+    ActivityOnMemory,
     TaskStore,
 ):
     """A dict-backed :class:`TaskStore` for tests, demos and single-process use.

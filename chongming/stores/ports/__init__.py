@@ -11,7 +11,9 @@
   limits;
 - :class:`~chongming.stores.ports.durable.DurableStore`: durable execution;
 - :class:`~chongming.stores.ports.retention.RetentionStore`: pruning
-  terminal tasks.
+  terminal tasks;
+- :class:`~chongming.stores.ports.activity.ActivityStore`: recent ends and
+  the queue's oldest task, for the dashboard's charts.
 
 :class:`~chongming.stores.base.TaskStore` is all of them: the core and the
 commands are abstract; the optional ones come with defaults that say the
@@ -21,6 +23,7 @@ a module of the same name (``<backend>/core.py``, ``commands.py``,
 Code that needs one capability may take that protocol only.
 """
 
+from chongming.stores.ports.activity import ActivityStore as ActivityStore
 from chongming.stores.ports.carriers import CarrierStore as CarrierStore
 from chongming.stores.ports.commands import CommandStore as CommandStore
 from chongming.stores.ports.core import CoreStore as CoreStore
@@ -30,6 +33,7 @@ from chongming.stores.ports.queue import QueueStore as QueueStore
 from chongming.stores.ports.retention import RetentionStore as RetentionStore
 
 __all__ = [
+    "ActivityStore",
     "CarrierStore",
     "ClusterLimitStore",
     "CommandStore",

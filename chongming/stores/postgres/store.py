@@ -24,6 +24,7 @@ from chongming.errors import ConfigurationError
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.stores.base import TaskStore
 from chongming.stores.identity import IdentityCache
+from chongming.stores.postgres.activity import ActivityMethods
 from chongming.stores.postgres.commands import CommandMethods, CommandsAndNodes, channel_for
 from chongming.stores.postgres.connections import close_pool
 from chongming.stores.postgres.core import CoreMethods
@@ -61,6 +62,7 @@ class PostgresTaskStore(
     ClusterLimitMethods,
     DurableMethods,
     RetentionMethods,
+    ActivityMethods,
     TaskStore,
 ):
     """Task store on PostgreSQL (asyncpg). See the module docstring for failure handling.

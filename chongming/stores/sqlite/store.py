@@ -47,6 +47,7 @@ from chongming.errors import ConfigurationError, StoreClosed, StoreUnavailable
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.stores.base import TaskStore
 from chongming.stores.identity import IdentityCache
+from chongming.stores.sqlite.activity import ActivityOnSqlite
 from chongming.stores.sqlite.batch import CommandOp, WriteOp
 from chongming.stores.sqlite.commands import ClaimLook, CommandsOnSqlite
 from chongming.stores.sqlite.connection import SqliteConnection
@@ -70,6 +71,7 @@ class SqliteTaskStore(
     ClusterLimitsOnSqlite,
     DurableOnSqlite,
     RetentionOnSqlite,
+    ActivityOnSqlite,
     TaskStore,
 ):
     """A :class:`TaskStore` in one SQLite file (or ``":memory:"``).

@@ -51,7 +51,8 @@ also mixes in :class:`ClusterLimitContract`
 durable execution (``record_step``) mixes in :class:`DurableContract`; one
 that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
 mixes in :class:`TraceCarrierContract`; one that prunes (``prune_tasks``)
-mixes in :class:`RetentionContract`.
+mixes in :class:`RetentionContract`; one with the dashboard's activity reads
+(``recent_ends``, ``oldest_queued``) mixes in :class:`ActivityContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -71,6 +72,7 @@ from __future__ import annotations
 from chongming.testing.store_contract._support import HOSTILE_STRINGS as HOSTILE_STRINGS
 from chongming.testing.store_contract._support import make_snapshot as make_snapshot
 from chongming.testing.store_contract._support import next_step as next_step
+from chongming.testing.store_contract.activity import ActivityContract
 from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.carriers import TraceCarrierContract
 from chongming.testing.store_contract.commands import CommandContract
@@ -87,6 +89,7 @@ from chongming.testing.store_contract.writes import WriteContract
 
 __all__ = [
     "HOSTILE_STRINGS",
+    "ActivityContract",
     "ClusterLimitContract",
     "DurableContract",
     "RetentionContract",

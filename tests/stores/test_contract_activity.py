@@ -1,0 +1,42 @@
+"""The activity part of the store contract (the dashboard's charts) on every built-in backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chongming.stores.base import TaskStore
+from chongming.stores.memory import InMemoryTaskStore
+from chongming.stores.sqlite import SqliteTaskStore
+from chongming.testing.store_contract import ActivityContract
+from tests.stores.pg_support import PgStoreFactory, require_postgres
+
+
+class TestInMemoryActivity(ActivityContract):
+    async def make_store(self) -> TaskStore:
+        return InMemoryTaskStore()
+
+
+class TestSqliteActivity(ActivityContract):
+    @pytest.fixture(autouse=True)
+    def _directory(self, tmp_path: Path) -> None:
+        self.directory = tmp_path
+
+    async def make_store(self) -> TaskStore:
+        return SqliteTaskStore(self.directory / "tasks.db")
+
+
+@pytest.mark.postgres
+class TestPostgresActivity(ActivityContract):
+    @pytest.fixture(autouse=True)
+    def _postgres(self) -> None:
+        self.factory = PgStoreFactory(require_postgres())
+
+    async def make_store(self) -> TaskStore:
+        store: TaskStore = self.factory.make()
+        return store
+
+    async def release_store(self, store: TaskStore) -> None:
+        await super().release_store(store)
+        await self.factory.cleanup()
