@@ -38,7 +38,11 @@ __all__ = [
     "when",
 ]
 
-_NAV = (("tasks", "/", "Tasks"), ("nodes", "/nodes", "Nodes & buckets"))
+_NAV = (
+    ("tasks", "/", "Tasks"),
+    ("charts", "/charts", "Charts"),
+    ("nodes", "/nodes", "Nodes & buckets"),
+)
 _NAV_RECONCILE = ("reconcile", "/reconcile", "Reconcile")
 
 

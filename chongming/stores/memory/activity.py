@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections import Counter
+from datetime import datetime, timedelta
 
+from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
-from chongming.stores.activity import TaskEnd, check_ends
+from chongming.stores.activity import EndCount, check_limit, check_since, check_window
 from chongming.stores.memory.state import MemoryState
 from chongming.stores.ports.activity import ActivityStore
 
@@ -15,16 +17,34 @@ __all__ = ["ActivityOnMemory"]
 class ActivityOnMemory(MemoryState, ActivityStore):
     """Scans the dict (a memory store is small by nature)."""
 
-    async def recent_ends(self, since: datetime, *, limit: int) -> list[TaskEnd]:
-        self._check_open()
-        since, limit = check_ends(since, limit)
-        ends = [
-            TaskEnd(status=s.status, finished_at=s.finished_at, started_at=s.started_at)
+    def _ended_since(self, since: datetime) -> list[TaskSnapshot]:
+        return [
+            s
             for s in self._tasks.values()
             if s.status.is_terminal and s.finished_at is not None and s.finished_at >= since
         ]
-        ends.sort(key=lambda end: end.finished_at, reverse=True)
-        return ends[:limit]
+
+    async def end_counts(self, since: datetime, *, minutes: int) -> list[EndCount]:
+        self._check_open()
+        since, minutes = check_window(since, minutes)
+        until = since + timedelta(minutes=minutes)
+        counted: Counter[tuple[int, TaskStatus]] = Counter()
+        for s in self._ended_since(since):
+            assert s.finished_at is not None
+            if s.finished_at < until:
+                minute = int((s.finished_at - since).total_seconds() // 60)
+                counted[minute, s.status] += 1
+        return [EndCount(minute=m, status=st, count=n) for (m, st), n in counted.items()]
+
+    async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
+        self._check_open()
+        since, limit = check_since(since), check_limit(limit)
+        timed = [s for s in self._ended_since(since) if s.started_at is not None]
+        timed.sort(key=lambda s: s.finished_at or since, reverse=True)
+        return [
+            ((s.finished_at or since) - (s.started_at or since)).total_seconds()
+            for s in timed[:limit]
+        ]
 
     async def oldest_queued(self) -> datetime | None:
         self._check_open()

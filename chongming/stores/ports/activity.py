@@ -1,4 +1,4 @@
-"""Activity: what ended lately and how old the queue's head is (optional; the dashboard's charts).
+"""Activity: ends per minute, recent attempt durations, the queue's head (optional; for charts).
 
 The records are :mod:`chongming.stores.activity`'s. A store without it
 inherits defaults that raise ``NotImplementedError``; the dashboard then
@@ -11,17 +11,29 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from chongming.stores.activity import TaskEnd
+    from chongming.stores.activity import EndCount
 
 __all__ = ["ActivityStore"]
 
 
 class ActivityStore(Protocol):
-    """Two bounded reads over the tasks table for charts."""
+    """Three reads over the tasks table whose answers are bounded, whatever the store holds."""
 
-    async def recent_ends(self, since: datetime, *, limit: int) -> list[TaskEnd]:
-        """Terminal tasks that finished at or after ``since``, newest first, at most ``limit``."""
-        raise NotImplementedError(f"{type(self).__name__} has no activity (recent_ends)")
+    async def end_counts(self, since: datetime, *, minutes: int) -> list[EndCount]:
+        """Terminal tasks that finished in ``[since, since + minutes)``, by minute and status.
+
+        Minute *k* holds the ends in ``[since + k min, since + (k+1) min)``; a
+        (minute, status) with no end has no row. At most ``minutes`` x the
+        terminal statuses rows, in no set order.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no activity (end_counts)")
+
+    async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
+        """``finished_at - started_at`` (seconds) of the newest ``limit`` ends since ``since``.
+
+        Newest first; tasks that ended without a start (cancelled, skipped) are left out.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no activity (recent_durations)")
 
     async def oldest_queued(self) -> datetime | None:
         """When the longest-waiting claimable task (queued, no owner) was queued, or ``None``."""

@@ -1,13 +1,13 @@
-"""Activity on PostgreSQL: two reads, each through a partial index."""
+"""Activity on PostgreSQL: three reads (the literal status list is the finished index's)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
-from chongming.stores.activity import TaskEnd, check_ends
+from chongming.stores.activity import EndCount, check_limit, check_since, check_window
 from chongming.stores.postgres.schema import quote_schema
 
 __all__ = ["ActivityMethods"]
@@ -16,29 +16,39 @@ _TERMINAL = ", ".join(f"'{status.value}'" for status in sorted(TERMINAL_STATUSES
 
 
 class ActivityMethods:
-    """The store port's activity methods (the literal status list is the finished index's)."""
+    """The store port's activity methods."""
 
     _schema: str
 
     async def _read(self, what: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
         raise NotImplementedError  # the store's: a pooled connection with bounded retries
 
-    async def recent_ends(self, since: datetime, *, limit: int) -> list[TaskEnd]:
-        since, limit = check_ends(since, limit)
+    def _ended(self) -> str:
+        return f"FROM {quote_schema(self._schema)}.tasks WHERE status IN ({_TERMINAL})"
+
+    async def end_counts(self, since: datetime, *, minutes: int) -> list[EndCount]:
+        since, minutes = check_window(since, minutes)
         sql = (
-            f"SELECT status, finished_at, started_at FROM {quote_schema(self._schema)}.tasks"
-            f" WHERE status IN ({_TERMINAL}) AND finished_at >= $1"
-            " ORDER BY finished_at DESC LIMIT $2"
+            "SELECT floor(extract(epoch FROM finished_at - $1) / 60)::int AS minute, status,"
+            f" count(*)::int AS n {self._ended()} AND finished_at >= $1 AND finished_at < $2"
+            " GROUP BY 1, 2"
         )
-        rows = await self._read("reading recent ends", lambda c: c.fetch(sql, since, limit))
+        until = since + timedelta(minutes=minutes)
+        rows = await self._read("counting ends", lambda c: c.fetch(sql, since, until))
         return [
-            TaskEnd(
-                status=TaskStatus(row["status"]),
-                finished_at=row["finished_at"],
-                started_at=row["started_at"],
-            )
+            EndCount(minute=row["minute"], status=TaskStatus(row["status"]), count=row["n"])
             for row in rows
         ]
+
+    async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
+        since, limit = check_since(since), check_limit(limit)
+        sql = (
+            "SELECT extract(epoch FROM finished_at - started_at)::float8 AS seconds"
+            f" {self._ended()} AND finished_at >= $1 AND started_at IS NOT NULL"
+            " ORDER BY finished_at DESC LIMIT $2"
+        )
+        rows = await self._read("reading durations", lambda c: c.fetch(sql, since, limit))
+        return [max(0.0, row["seconds"]) for row in rows]
 
     async def oldest_queued(self) -> datetime | None:
         sql = (

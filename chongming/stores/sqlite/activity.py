@@ -1,11 +1,17 @@
-"""Activity on SQLite: two reads on the reader connection, each through a partial index."""
+"""Activity on SQLite: three reads on the reader connection, each through a partial index.
+
+``INDEXED BY``: the planner otherwise prefers ``(status, created_at)`` for
+the ends (and sorts every end of the window: 130 ms against 26 ms for
+20,000 rows, measured) and ``(owner, status)`` for the queue's head (every
+queued row). The literal status list is the finished index's predicate.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
-from chongming.stores.activity import TaskEnd, check_ends
+from chongming.stores.activity import EndCount, check_limit, check_since, check_window
 from chongming.stores.ports.activity import ActivityStore
 from chongming.stores.sqlite.internals import SqliteInternals
 from chongming.stores.sqlite.rows import from_micros, to_micros
@@ -13,27 +19,36 @@ from chongming.stores.sqlite.rows import from_micros, to_micros
 __all__ = ["ActivityOnSqlite"]
 
 _TERMINAL = ", ".join(f"'{status.value}'" for status in sorted(TERMINAL_STATUSES))
-# The literal IN list is the predicate of the index of finished tasks (*_retention).
-_ENDS = (
-    f"SELECT status, finished_at, started_at FROM tasks WHERE status IN ({_TERMINAL})"
-    " AND finished_at >= ? ORDER BY finished_at DESC LIMIT ?"
+_MINUTE = 60_000_000  # microseconds, like every timestamp here
+_ENDED = f"FROM tasks INDEXED BY tasks_finished WHERE status IN ({_TERMINAL})"
+_COUNTS = (
+    f"SELECT (finished_at - ?1) / {_MINUTE}, status, count(*) {_ENDED}"
+    " AND finished_at >= ?1 AND finished_at < ?2 GROUP BY 1, 2"
 )
-# The claimable index (*_queue) holds queued_at for the queued tasks nobody holds.
-_OLDEST = "SELECT min(queued_at) FROM tasks WHERE status = 'queued' AND owner IS NULL"
+_DURATIONS = (
+    f"SELECT finished_at - started_at {_ENDED} AND finished_at >= ?"
+    " AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?"
+)
+_OLDEST = (
+    "SELECT min(queued_at) FROM tasks INDEXED BY tasks_claimable"
+    " WHERE status = 'queued' AND owner IS NULL"
+)
 
 
 class ActivityOnSqlite(SqliteInternals, ActivityStore):
-    async def recent_ends(self, since: datetime, *, limit: int) -> list[TaskEnd]:
-        since, limit = check_ends(since, limit)
-        rows = await self._read(_ENDS, (to_micros(since, "since"), limit))
+    async def end_counts(self, since: datetime, *, minutes: int) -> list[EndCount]:
+        since, minutes = check_window(since, minutes)
+        start = to_micros(since, "since")
+        rows = await self._read(_COUNTS, (start, start + minutes * _MINUTE))
         return [
-            TaskEnd(
-                status=TaskStatus(status),
-                finished_at=from_micros(finished),
-                started_at=None if started is None else from_micros(started),
-            )
-            for status, finished, started in rows
+            EndCount(minute=int(minute), status=TaskStatus(status), count=int(count))
+            for minute, status, count in rows
         ]
+
+    async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
+        since, limit = check_since(since), check_limit(limit)
+        rows = await self._read(_DURATIONS, (to_micros(since, "since"), limit))
+        return [max(0, micros) / 1e6 for (micros,) in rows]
 
     async def oldest_queued(self) -> datetime | None:
         rows = list(await self._read(_OLDEST))

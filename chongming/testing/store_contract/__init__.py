@@ -52,7 +52,8 @@ durable execution (``record_step``) mixes in :class:`DurableContract`; one
 that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
 mixes in :class:`TraceCarrierContract`; one that prunes (``prune_tasks``)
 mixes in :class:`RetentionContract`; one with the dashboard's activity reads
-(``recent_ends``, ``oldest_queued``) mixes in :class:`ActivityContract`.
+(``end_counts``, ``recent_durations``,
+``oldest_queued``) mixes in :class:`ActivityContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a

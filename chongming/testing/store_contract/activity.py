@@ -1,7 +1,7 @@
-"""Activity: recent ends newest first and bounded, the oldest claimable task, bad arguments.
+"""Activity: ends by minute and status, recent durations, the oldest claimable task, bad input.
 
 Optional for a third-party store: mix :class:`ActivityContract` into a
-contract subclass only if the backend implements ``recent_ends``.
+contract subclass only if the backend implements ``end_counts``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from datetime import timedelta
 from chongming.errors import PayloadError
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
+from chongming.stores.base import TaskStore
 from chongming.testing.store_contract._support import T0, ContractBase, _raises, make_snapshot
 
 __all__ = ["ActivityContract"]
@@ -33,35 +34,49 @@ def _ended(task_id: str, status: TaskStatus, seconds: float) -> TaskSnapshot:
 
 
 class ActivityContract(ContractBase):
-    async def test_recent_ends_are_newest_first_since_the_cut_and_bounded(self) -> None:
+    async def _ends(self, store: TaskStore) -> None:
+        for task_id, status, seconds in (
+            ("old", _S.SUCCEEDED, -3600),
+            ("a", _S.SUCCEEDED, 1),
+            ("a2", _S.SUCCEEDED, 30),
+            ("b", _S.FAILED, 61),
+            ("c", _S.STOPPED, 125),
+            ("late", _S.SUCCEEDED, 180),  # past a 3-minute window
+        ):
+            await store.create(_ended(task_id, status, seconds))
+        await store.create(make_snapshot("busy", status=_S.RUNNING, owner="node-a"))
+
+    async def test_end_counts_count_each_minute_and_status_of_the_window(self) -> None:
         async with self._store() as store:
-            for task_id, status, seconds in (
-                ("old", _S.SUCCEEDED, -3600),
-                ("a", _S.SUCCEEDED, 1),
-                ("b", _S.FAILED, 2),
-                ("c", _S.STOPPED, 3),
-            ):
-                await store.create(_ended(task_id, status, seconds))
-            await store.create(make_snapshot("busy", status=_S.RUNNING, owner="node-a"))
-            ends = await store.recent_ends(T0, limit=10)
-            assert [end.status for end in ends] == [_S.STOPPED, _S.FAILED, _S.SUCCEEDED]
-            assert ends[0].finished_at == T0 + timedelta(seconds=3)
-            assert ends[0].started_at == T0 + timedelta(seconds=1)
-            assert [end.status for end in await store.recent_ends(T0, limit=2)] == [
-                _S.STOPPED,
-                _S.FAILED,
-            ]
-            assert len(await store.recent_ends(T0 - timedelta(hours=2), limit=100)) == 4
-            assert await store.recent_ends(T0 + timedelta(hours=1), limit=10) == []
+            await self._ends(store)
+            counts = await store.end_counts(T0, minutes=3)
+            found = sorted((c.minute, c.status.value, c.count) for c in counts)
+            assert found == [(0, "succeeded", 2), (1, "failed", 1), (2, "stopped", 1)]
+            assert await store.end_counts(T0 + timedelta(hours=2), minutes=60) == []
+
+    async def test_recent_durations_are_newest_first_and_bounded(self) -> None:
+        async with self._store() as store:
+            await self._ends(store)
+            assert await store.recent_durations(T0, limit=100) == [2.0] * 5
+            assert len(await store.recent_durations(T0, limit=2)) == 2
+            assert len(await store.recent_durations(T0 - timedelta(hours=2), limit=100)) == 6
+            varied = make_snapshot(
+                "slow",
+                status=_S.FAILED,
+                status_version=1,
+                attempt=1,
+                started_at=T0 + timedelta(seconds=200),
+                finished_at=T0 + timedelta(seconds=212.5),
+                owner="node-a",
+            )
+            await store.create(varied)
+            assert (await store.recent_durations(T0, limit=1)) == [12.5]
 
     async def test_the_oldest_queued_is_the_longest_waiting_claimable_task(self) -> None:
         async with self._store() as store:
             assert await store.oldest_queued() is None
-            for task_id, seconds, owner in (
-                ("late", 5, None),
-                ("early", 2, None),
-                ("held", 0, "n"),
-            ):
+            waiting = (("late", 5, None), ("early", 2, None), ("held", 0, "n"))
+            for task_id, seconds, owner in waiting:
                 await store.create(
                     make_snapshot(
                         task_id,
@@ -73,8 +88,11 @@ class ActivityContract(ContractBase):
                 )
             assert await store.oldest_queued() == T0 + timedelta(seconds=2)
 
-    async def test_recent_ends_refuses_bad_arguments(self) -> None:
+    async def test_activity_refuses_bad_arguments(self) -> None:
         async with self._store() as store:
-            await _raises(PayloadError, store.recent_ends(T0.replace(tzinfo=None), limit=10))
-            for limit in (0, -1, True, 10**9):
-                await _raises(PayloadError, store.recent_ends(T0, limit=limit))
+            naive = T0.replace(tzinfo=None)
+            await _raises(PayloadError, store.end_counts(naive, minutes=10))
+            await _raises(PayloadError, store.recent_durations(naive, limit=10))
+            for bad in (0, -1, True, 10**9):
+                await _raises(PayloadError, store.end_counts(T0, minutes=bad))
+                await _raises(PayloadError, store.recent_durations(T0, limit=bad))
