@@ -43,6 +43,7 @@ from chongming.stores.ports.durable import DurableStore
 from chongming.stores.ports.limits import ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore
 from chongming.stores.ports.retention import RetentionStore
+from chongming.stores.ports.search import SearchStore
 
 __all__ = [
     "Command",
@@ -63,6 +64,7 @@ class TaskStore(
     DurableStore,
     RetentionStore,
     ActivityStore,
+    SearchStore,
 ):
     """Async persistence for tasks: every capability of the port (see the module docstring).
 

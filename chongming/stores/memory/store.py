@@ -22,6 +22,7 @@ from chongming.stores.memory.durable import DurableOnMemory
 from chongming.stores.memory.limits import ClusterLimitsOnMemory
 from chongming.stores.memory.queue import QueueOnMemory
 from chongming.stores.memory.retention import RetentionOnMemory
+from chongming.stores.memory.search import SearchOnMemory
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -34,6 +35,7 @@ class InMemoryTaskStore(
     DurableOnMemory,
     RetentionOnMemory,
     ActivityOnMemory,
+    SearchOnMemory,
     TaskStore,
 ):
     """A dict-backed :class:`TaskStore` for tests, demos and single-process use.

@@ -13,7 +13,9 @@
 - :class:`~chongming.stores.ports.retention.RetentionStore`: pruning
   terminal tasks;
 - :class:`~chongming.stores.ports.activity.ActivityStore`: recent ends and
-  the queue's oldest task, for the dashboard's charts.
+  the queue's oldest task, for the dashboard's charts;
+- :class:`~chongming.stores.ports.search.SearchStore`: tasks by label part,
+  idempotency key and creation time range.
 
 :class:`~chongming.stores.base.TaskStore` is all of them: the core and the
 commands are abstract; the optional ones come with defaults that say the
@@ -31,6 +33,7 @@ from chongming.stores.ports.durable import DurableStore as DurableStore
 from chongming.stores.ports.limits import ClusterLimitStore as ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore as QueueStore
 from chongming.stores.ports.retention import RetentionStore as RetentionStore
+from chongming.stores.ports.search import SearchStore as SearchStore
 
 __all__ = [
     "ActivityStore",
@@ -41,4 +44,5 @@ __all__ = [
     "DurableStore",
     "QueueStore",
     "RetentionStore",
+    "SearchStore",
 ]

@@ -37,6 +37,7 @@ from chongming.stores.postgres.pool import PostgresPlumbing
 from chongming.stores.postgres.queue import QueueMethods, WorkQueue
 from chongming.stores.postgres.retention import RetentionMethods
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
+from chongming.stores.postgres.search import SearchMethods
 from chongming.stores.postgres.sql import Statements
 from chongming.stores.postgres.writer import GroupWriter
 
@@ -63,6 +64,7 @@ class PostgresTaskStore(
     DurableMethods,
     RetentionMethods,
     ActivityMethods,
+    SearchMethods,
     TaskStore,
 ):
     """Task store on PostgreSQL (asyncpg). See the module docstring for failure handling.

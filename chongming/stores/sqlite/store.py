@@ -59,6 +59,7 @@ from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
 from chongming.stores.sqlite.queue import QueueOnSqlite
 from chongming.stores.sqlite.retention import RetentionOnSqlite
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
+from chongming.stores.sqlite.search import SearchOnSqlite
 from chongming.stores.sqlite.writer import Writer
 
 __all__ = ["SqliteTaskStore"]
@@ -72,6 +73,7 @@ class SqliteTaskStore(
     DurableOnSqlite,
     RetentionOnSqlite,
     ActivityOnSqlite,
+    SearchOnSqlite,
     TaskStore,
 ):
     """A :class:`TaskStore` in one SQLite file (or ``":memory:"``).

@@ -53,7 +53,8 @@ that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
 mixes in :class:`TraceCarrierContract`; one that prunes (``prune_tasks``)
 mixes in :class:`RetentionContract`; one with the dashboard's activity reads
 (``end_counts``, ``recent_durations``,
-``oldest_queued``) mixes in :class:`ActivityContract`.
+``oldest_queued``) mixes in :class:`ActivityContract`; one with ``search_tasks``
+mixes in :class:`SearchContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -84,6 +85,7 @@ from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
 from chongming.testing.store_contract.queue import QueueContract
 from chongming.testing.store_contract.retention import RetentionContract
+from chongming.testing.store_contract.search import SearchContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
 from chongming.testing.store_contract.trusted import TrustedWriteContract
 from chongming.testing.store_contract.writes import WriteContract
@@ -94,6 +96,7 @@ __all__ = [
     "ClusterLimitContract",
     "DurableContract",
     "RetentionContract",
+    "SearchContract",
     "StoreContract",
     "TraceCarrierContract",
     "make_snapshot",

@@ -1,4 +1,4 @@
-"""The activity part of the store contract (the dashboard's charts) on every built-in backend."""
+"""The dashboard's reads of the store contract (activity, search) on every built-in backend."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import pytest
 from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.stores.sqlite import SqliteTaskStore
-from chongming.testing.store_contract import ActivityContract
+from chongming.testing.store_contract import ActivityContract, SearchContract
 from tests.stores.pg_support import PgStoreFactory, require_postgres
 
 
-class TestInMemoryActivity(ActivityContract):
+class TestInMemoryActivity(ActivityContract, SearchContract):
     async def make_store(self) -> TaskStore:
         return InMemoryTaskStore()
 
 
-class TestSqliteActivity(ActivityContract):
+class TestSqliteActivity(ActivityContract, SearchContract):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
         self.directory = tmp_path
@@ -28,7 +28,7 @@ class TestSqliteActivity(ActivityContract):
 
 
 @pytest.mark.postgres
-class TestPostgresActivity(ActivityContract):
+class TestPostgresActivity(ActivityContract, SearchContract):
     @pytest.fixture(autouse=True)
     def _postgres(self) -> None:
         self.factory = PgStoreFactory(require_postgres())
