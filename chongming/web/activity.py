@@ -3,9 +3,10 @@
 Four reads, each bounded in what it returns: ``end_counts`` (one row per
 minute and status of the hour), ``recent_durations`` (the newest
 :data:`DURATIONS_LIMIT`), ``oldest_queued`` (one value) and the per-status
-counts the list already reads (cached by the app). A duration is
-``finished_at - started_at`` of an end: its task's last attempt (earlier,
-retried attempts are in the history, not read here).
+counts the list already reads (cached by the app). A duration is the
+last run of an end: from its last ``starting -> running`` to its
+``finished_at`` (the attempt that ended it; earlier, retried attempts are
+not counted).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ __all__ = [
 
 #: The window of the charts (minutes), and how many of its newest ends give the durations.
 MINUTES = 60
-DURATIONS_LIMIT = 2_000
+DURATIONS_LIMIT = 1_000
 #: The percentiles of attempt durations the page draws.
 PERCENTILES = (50, 90, 99)
 

@@ -94,8 +94,9 @@ def stacked_minutes(
     for index in range(0, count + 1, 10):
         x = left + index * step
         text = "now" if index == count else f"-{count - index} min"
+        anchor = "end" if index == count else "middle"
         parts.append(
-            f'<text x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle" '
+            f'<text x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="{anchor}" '
             f'font-size="11">{text}</text>'
         )
     for index, status in enumerate(seen):

@@ -42,7 +42,7 @@ def charts_body(view: ActivityView) -> str:
         f'<span id="oldest">{oldest}</span></span></h2>'
         + hbar_chart(active, label="unfinished tasks by status")
         + f'<h2>Attempt durations <span class="muted">of the newest <span id="timed">'
-        f"{view.timed:,}</span> ends with a start (finished − started of their last attempt)"
+        f"{view.timed:,}</span> ends that ran (their last run: from its start to the end)"
         "</span></h2>"
         + hbar_chart(durations, label="attempt duration percentiles", seconds=True)
         + f'<p class="muted">by the store\'s clock at {when(view.now)} UTC</p>'

@@ -41,10 +41,16 @@ class ActivityOnMemory(MemoryState, ActivityStore):
         since, limit = check_since(since), check_limit(limit)
         timed = [s for s in self._ended_since(since) if s.started_at is not None]
         timed.sort(key=lambda s: s.finished_at or since, reverse=True)
-        return [
-            ((s.finished_at or since) - (s.started_at or since)).total_seconds()
-            for s in timed[:limit]
-        ]
+        took: list[float] = []
+        for s in timed[:limit]:
+            runs = [
+                t.at
+                for t in self._history.get(s.task_id, {}).values()
+                if t.from_status is TaskStatus.STARTING and t.to_status is TaskStatus.RUNNING
+            ]
+            if runs and s.finished_at is not None:
+                took.append(max(0.0, (s.finished_at - max(runs)).total_seconds()))
+        return took
 
     async def oldest_queued(self) -> datetime | None:
         self._check_open()

@@ -29,9 +29,12 @@ class ActivityStore(Protocol):
         raise NotImplementedError(f"{type(self).__name__} has no activity (end_counts)")
 
     async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
-        """``finished_at - started_at`` (seconds) of the newest ``limit`` ends since ``since``.
+        """How long the last run of each of the newest ``limit`` ends since ``since`` took.
 
-        Newest first; tasks that ended without a start (cancelled, skipped) are left out.
+        Seconds from the task's last ``starting -> running`` transition to its
+        ``finished_at``: the attempt that ended it (or, for a durable task that
+        parked or resumed, its last run). Newest first; tasks that ended
+        without running (cancelled, skipped) are left out.
         """
         raise NotImplementedError(f"{type(self).__name__} has no activity (recent_durations)")
 

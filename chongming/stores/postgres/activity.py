@@ -43,12 +43,15 @@ class ActivityMethods:
     async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
         since, limit = check_since(since), check_limit(limit)
         sql = (
-            "SELECT extract(epoch FROM finished_at - started_at)::float8 AS seconds"
-            f" {self._ended()} AND finished_at >= $1 AND started_at IS NOT NULL"
+            "SELECT extract(epoch FROM finished_at - (SELECT max(h.at) FROM"
+            f" {quote_schema(self._schema)}.transitions AS h WHERE h.task_id = t.task_id"
+            " AND h.from_status = 'starting' AND h.to_status = 'running'))::float8 AS seconds"
+            f" {self._ended().replace('.tasks WHERE', '.tasks AS t WHERE')}"
+            " AND finished_at >= $1 AND started_at IS NOT NULL"
             " ORDER BY finished_at DESC LIMIT $2"
         )
         rows = await self._read("reading durations", lambda c: c.fetch(sql, since, limit))
-        return [max(0.0, row["seconds"]) for row in rows]
+        return [max(0.0, row["seconds"]) for row in rows if row["seconds"] is not None]
 
     async def oldest_queued(self) -> datetime | None:
         sql = (

@@ -25,8 +25,13 @@ _COUNTS = (
     f"SELECT (finished_at - ?1) / {_MINUTE}, status, count(*) {_ENDED}"
     " AND finished_at >= ?1 AND finished_at < ?2 GROUP BY 1, 2"
 )
+# The last run's start: one walk of the task's own history (its primary key).
+_LAST_RUN = (
+    "(SELECT max(at) FROM transitions AS h WHERE h.task_id = tasks.task_id"
+    " AND h.from_status = 'starting' AND h.to_status = 'running')"
+)
 _DURATIONS = (
-    f"SELECT finished_at - started_at {_ENDED} AND finished_at >= ?"
+    f"SELECT finished_at - {_LAST_RUN} AS took {_ENDED} AND finished_at >= ?"
     " AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?"
 )
 _OLDEST = (
@@ -48,7 +53,7 @@ class ActivityOnSqlite(SqliteInternals, ActivityStore):
     async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
         since, limit = check_since(since), check_limit(limit)
         rows = await self._read(_DURATIONS, (to_micros(since, "since"), limit))
-        return [max(0, micros) / 1e6 for (micros,) in rows]
+        return [max(0, micros) / 1e6 for (micros,) in rows if micros is not None]
 
     async def oldest_queued(self) -> datetime | None:
         rows = list(await self._read(_OLDEST))

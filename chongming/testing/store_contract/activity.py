@@ -6,10 +6,10 @@ contract subclass only if the backend implements ``end_counts``.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from chongming.errors import PayloadError
-from chongming.state.records import TaskSnapshot
+from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
 from chongming.testing.store_contract._support import T0, ContractBase, _raises, make_snapshot
@@ -33,6 +33,19 @@ def _ended(task_id: str, status: TaskStatus, seconds: float) -> TaskSnapshot:
     )
 
 
+def _ran(task_id: str, at: datetime, version: int = 2) -> Transition:
+    """The ``starting -> running`` that begins a run at ``at``."""
+    return Transition(
+        task_id=task_id,
+        version=version,
+        from_status=_S.STARTING,
+        to_status=_S.RUNNING,
+        at=at,
+        trigger="executor:launched",
+        attempt=1,
+    )
+
+
 class ActivityContract(ContractBase):
     async def _ends(self, store: TaskStore) -> None:
         for task_id, status, seconds in (
@@ -43,7 +56,9 @@ class ActivityContract(ContractBase):
             ("c", _S.STOPPED, 125),
             ("late", _S.SUCCEEDED, 180),  # past a 3-minute window
         ):
-            await store.create(_ended(task_id, status, seconds))
+            ended = _ended(task_id, status, seconds)
+            assert ended.finished_at is not None
+            await store.create(ended, [_ran(task_id, ended.finished_at - timedelta(seconds=2))])
         await store.create(make_snapshot("busy", status=_S.RUNNING, owner="node-a"))
 
     async def test_end_counts_count_each_minute_and_status_of_the_window(self) -> None:
@@ -69,8 +84,16 @@ class ActivityContract(ContractBase):
                 finished_at=T0 + timedelta(seconds=212.5),
                 owner="node-a",
             )
-            await store.create(varied)
-            assert (await store.recent_durations(T0, limit=1)) == [12.5]
+            # Two runs (a retry): the duration is the last one's, 205 s to 212.5 s.
+            runs = [
+                _ran("slow", T0 + timedelta(seconds=200), 2),
+                _ran("slow", T0 + timedelta(seconds=205), 3),
+            ]
+            await store.create(varied, runs)
+            assert (await store.recent_durations(T0, limit=1)) == [7.5]
+            # An end with no run in its history (never ran) has no duration.
+            await store.create(_ended("unrun", _S.SUCCEEDED, 300), [])
+            assert (await store.recent_durations(T0 + timedelta(seconds=250), limit=10)) == []
 
     async def test_the_oldest_queued_is_the_longest_waiting_claimable_task(self) -> None:
         async with self._store() as store:
