@@ -40,6 +40,7 @@ from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.commands import CommandStore
 from chongming.stores.ports.core import CoreStore, count_key, is_stored
 from chongming.stores.ports.durable import DurableStore
+from chongming.stores.ports.journal import JournalStore
 from chongming.stores.ports.limits import ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore
 from chongming.stores.ports.retention import RetentionStore
@@ -65,6 +66,7 @@ class TaskStore(
     RetentionStore,
     ActivityStore,
     SearchStore,
+    JournalStore,
 ):
     """Async persistence for tasks: every capability of the port (see the module docstring).
 

@@ -93,6 +93,7 @@ ol.journal li.run::before { background: var(--accent); border-radius: 2px; }
 ol.journal li.step::before { background: var(--ok); width: 8px; height: 8px; left: -5px; }
 ol.journal li.wait::before { background: var(--warn); }
 ol.journal li.fact::before { background: #7b4fc4; }
+ol.journal li.effect::before { background: #0f766e; border-radius: 1px; }
 ol.journal li.bad::before { background: var(--bad); }
 ol.journal li.run { font-weight: 600; }
 pre.preview { margin: .2rem 0 0; padding: .25rem .4rem; background: #f4f6f9; max-height: 6em;

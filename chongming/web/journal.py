@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from chongming.clock import to_datetime
@@ -26,6 +26,7 @@ from chongming.state.records import Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.durable import Fact, StepRecord
+from chongming.stores.journal import EffectEntry, JournalDetails
 
 if TYPE_CHECKING:
     from chongming.stores.base import TaskStore
@@ -98,6 +99,8 @@ class Journal:
     entries: Sequence[JournalEntry] = ()
     runs: Sequence[JournalRun] = ()
     facts: Sequence[Fact] = ()
+    fact_times: Mapping[str, datetime] = dataclasses.field(default_factory=dict)
+    effects: int = 0
     steps: int = 0
     hidden_steps: int = 0  # steps past MAX_ENTRIES, not listed
 
@@ -220,20 +223,93 @@ def _step_entry(step: StepRecord) -> JournalEntry:
     )
 
 
+def _effect_entry(effect: EffectEntry) -> JournalEntry:
+    times = []
+    if effect.started_at is not None:
+        times.append(f"intent {effect.started_at.isoformat()}")
+    if effect.done_at is not None:
+        times.append(f"committed {effect.done_at.isoformat()}")
+        if effect.started_at is not None:
+            times.append(f"{(effect.done_at - effect.started_at).total_seconds():.3f} s")
+    if effect.committed:
+        return JournalEntry(
+            kind="effect",
+            title=f"effect {effect.op_key!r} committed",
+            detail=", ".join(times),
+            at=effect.started_at,
+            epoch=effect.epoch,
+            preview=preview(effect.result),
+        )
+    return JournalEntry(
+        kind="effect",
+        title=f"effect {effect.op_key!r} begun, not committed",
+        detail=", ".join([*times, "its attempt ended before the commit, or is still in it"]),
+        at=effect.started_at,
+        epoch=effect.epoch,
+        ok=False,
+    )
+
+
+def _in_order(entries: list[JournalEntry]) -> list[JournalEntry]:
+    """A run's entries by time when every one has a time, else as given (steps, effects)."""
+    if entries and all(entry.at is not None for entry in entries):
+        return sorted(entries, key=lambda entry: entry.at or datetime.min)
+    return entries
+
+
+def _with_sendings(
+    entries: list[JournalEntry], facts: Sequence[Fact], times: Mapping[str, datetime]
+) -> list[JournalEntry]:
+    """Each fact's sending, before the first transition after it (where the store kept when)."""
+    for fact in sorted(facts, key=lambda f: times.get(f.name) or datetime.max.replace(tzinfo=UTC)):
+        sent = times.get(fact.name)
+        if sent is None:
+            continue
+        by = f"by {fact.key}" if fact.key else "sender not given"
+        entry = JournalEntry(
+            kind="fact-sent",
+            title=f"fact {fact.name!r} sent",
+            detail=by,
+            at=sent,
+            preview=preview(fact.payload),
+        )
+        place = next(
+            (
+                index
+                for index, other in enumerate(entries)
+                if other.kind == "transition" and other.at is not None and other.at > sent
+            ),
+            len(entries),
+        )
+        entries.insert(place, entry)
+    return entries
+
+
 def build_journal(
     history: Sequence[Transition],
     steps: Sequence[StepRecord],
     facts: Sequence[Fact],
     epoch: int | None,
+    details: JournalDetails | None = None,
 ) -> Journal:
     """The timeline: each transition, and after each run's start the steps of its epoch."""
     if epoch is None:
         return NO_JOURNAL
+    details = details or JournalDetails()
     runs = _runs(history)
     shown = sorted(steps, key=lambda s: (s.epoch, s.seq))[:MAX_ENTRIES]
     by_epoch: dict[int, list[JournalEntry]] = {}
     for step in shown:
-        by_epoch.setdefault(step.epoch, []).append(_step_entry(step))
+        entry = _step_entry(step)
+        at = details.step_times.get((step.name, step.occurrence))
+        by_epoch.setdefault(step.epoch, []).append(dataclasses.replace(entry, at=at))
+    unplaced: list[JournalEntry] = []  # effects whose epoch the store does not keep
+    for effect in details.effects[:MAX_ENTRIES]:
+        entry = _effect_entry(effect)
+        if effect.epoch is None:
+            unplaced.append(entry)
+        else:
+            by_epoch.setdefault(effect.epoch, []).append(entry)
     entries: list[JournalEntry] = []
     placed: set[int] = set()
     runs_left = iter(runs)
@@ -257,7 +333,7 @@ def build_journal(
         if run is None:
             continue
         entries.append(_run_entry(run))
-        entries.extend(by_epoch.get(run.epoch, ()))
+        entries.extend(_in_order(by_epoch.get(run.epoch, [])))
         placed.add(run.epoch)
     for orphan in sorted(set(by_epoch) - placed):
         # An epoch the history shows no run for (e.g. its start was pruned): listed last.
@@ -269,13 +345,19 @@ def build_journal(
                 epoch=orphan,
             )
         )
-        entries.extend(by_epoch[orphan])
+        entries.extend(_in_order(by_epoch[orphan]))
+    if unplaced:
+        entries.append(JournalEntry(kind="run", title="effects (no epoch kept)"))
+        entries.extend(unplaced)
+    entries = _with_sendings(entries, facts, details.fact_times)
     return Journal(
         durable=True,
         epoch=epoch,
         entries=entries,
         runs=runs,
         facts=facts,
+        fact_times=dict(details.fact_times),
+        effects=len(details.effects),
         steps=len(steps),
         hidden_steps=max(0, len(steps) - len(shown)),
     )
@@ -301,7 +383,7 @@ def _run_entry(run: JournalRun) -> JournalEntry:
 async def read_journal(
     store: TaskStore | None, task_id: str, history: Sequence[Transition]
 ) -> Journal:
-    """Read the task's run row, steps and facts (three reads, by task id) and build the timeline."""
+    """Read the task's run row, steps, facts and details (by task id) and build the timeline."""
     if store is None:
         return NO_JOURNAL
     try:
@@ -313,4 +395,8 @@ async def read_journal(
         return NO_JOURNAL
     steps = await store.steps(task_id)
     facts = await store.facts(task_id)
-    return build_journal(history, steps, facts, run.epoch)
+    try:
+        details = await store.journal_details(task_id)
+    except NotImplementedError:
+        details = JournalDetails()
+    return build_journal(history, steps, facts, run.epoch, details)

@@ -8,6 +8,8 @@ and fact names, previews, senders, triggers) goes through
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from chongming.web.journal import MAX_ENTRIES, Journal, JournalEntry, preview
 from chongming.web.pages import e, when
 
@@ -20,7 +22,15 @@ _MARK = {
     "sleep": "wait",
     "fact-wait": "wait",
     "fact-decided": "fact",
+    "effect": "effect",
+    "fact-sent": "fact",
 }
+
+
+def _precise(value: datetime) -> str:
+    """A journal time to the millisecond (steps of one run are often within a second)."""
+    shown = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return shown.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def _entry(entry: JournalEntry) -> str:
@@ -41,7 +51,7 @@ def _entry(entry: JournalEntry) -> str:
             head += f' — <span class="text">{e(entry.detail)}</span>'
         where = []
         if entry.at is not None:
-            where.append(when(entry.at))
+            where.append(when(entry.at) if entry.kind == "run" else _precise(entry.at))
         if entry.epoch is not None and entry.kind != "run":
             where.append(f"recorded by epoch {entry.epoch}")
         if entry.seq is not None:
@@ -54,6 +64,11 @@ def _entry(entry: JournalEntry) -> str:
     )
 
 
+def _sent(journal: Journal, name: str) -> str:
+    at = journal.fact_times.get(name)
+    return "not kept by this store" if at is None else _precise(at)
+
+
 def _facts(journal: Journal) -> str:
     if not journal.facts:
         return '<p class="muted">no fact was sent to this task</p>'
@@ -61,13 +76,14 @@ def _facts(journal: Journal) -> str:
         "<tr>"
         f'<td class="text">{e(fact.name)}</td>'
         f'<td class="text">{e(fact.key or "-")}</td>'
+        f"<td>{_sent(journal, fact.name)}</td>"
         f'<td><pre class="mono text preview">{e(preview(fact.payload))}</pre></td>'
         "</tr>"
         for fact in journal.facts
     )
     return (
         '<table class="facts-sent"><thead><tr><th>fact</th><th>sent by (key)</th>'
-        f"<th>payload</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"<th>sent at (UTC)</th><th>payload</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 
 
@@ -80,7 +96,7 @@ def journal_section(journal: Journal) -> str:
         )
     lost = sum(1 for run in journal.runs if run.lost)
     summary = (
-        f"{journal.steps} step(s) · {len(journal.runs)} run(s)"
+        f"{journal.steps} step(s) · {journal.effects} effect(s) · {len(journal.runs)} run(s)"
         + (f" · {lost} lost" if lost else "")
         + f" · epoch now {journal.epoch}"
     )
@@ -93,8 +109,9 @@ def journal_section(journal: Journal) -> str:
     items = "".join(_entry(entry) for entry in journal.entries)
     return (
         f'<h2>Journal <span class="muted">{summary}</span></h2>'
-        '<p class="muted">Steps are placed in the run whose epoch recorded them, in the order '
-        "the store recorded them; the store gives a step no time of its own.</p>"
+        '<p class="muted">Steps and effects are placed in the run whose epoch recorded them, '
+        "in the order the store recorded them; a step's time is when it was recorded (how "
+        "long it ran is not stored).</p>"
         f'<ol class="timeline journal" id="journal">{items}</ol>'
         + more
         + "<h3>Facts</h3>"

@@ -1,4 +1,4 @@
-"""The dashboard's reads of the store contract (activity, search) on every built-in backend."""
+"""The dashboard's parts of the store contract (activity, search, journal) on every backend."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import pytest
 from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.stores.sqlite import SqliteTaskStore
-from chongming.testing.store_contract import ActivityContract, SearchContract
+from chongming.testing.store_contract import ActivityContract, JournalContract, SearchContract
 from tests.stores.pg_support import PgStoreFactory, require_postgres
 
 
-class TestInMemoryActivity(ActivityContract, SearchContract):
+class TestInMemoryActivity(ActivityContract, SearchContract, JournalContract):
     async def make_store(self) -> TaskStore:
         return InMemoryTaskStore()
 
 
-class TestSqliteActivity(ActivityContract, SearchContract):
+class TestSqliteActivity(ActivityContract, SearchContract, JournalContract):
     @pytest.fixture(autouse=True)
     def _directory(self, tmp_path: Path) -> None:
         self.directory = tmp_path
@@ -28,7 +28,7 @@ class TestSqliteActivity(ActivityContract, SearchContract):
 
 
 @pytest.mark.postgres
-class TestPostgresActivity(ActivityContract, SearchContract):
+class TestPostgresActivity(ActivityContract, SearchContract, JournalContract):
     @pytest.fixture(autouse=True)
     def _postgres(self) -> None:
         self.factory = PgStoreFactory(require_postgres())

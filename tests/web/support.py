@@ -37,9 +37,14 @@ async def _flaky() -> None:
     raise RuntimeError("the <i>flaky</i> upstream said no")
 
 
+async def _charge(info: Any) -> dict[str, Any]:
+    return {"charged": 5, "key": info.idempotency_key}
+
+
 async def journaled(ctx: TaskContext, size: int = 5_000, park: float = 0.0) -> dict[str, Any]:
-    """A durable task with a journal of every kind: steps, an error, a fact wait, a sleep."""
+    """A durable task with a journal of every kind: steps, an error, an effect, waits."""
     rows = await ctx.step("fetch <b>rows</b>", _rows, size)
+    await ctx.effect("charge", _charge)
     try:
         await ctx.step("flaky", _flaky)
     except Exception:

@@ -325,6 +325,7 @@ def test_a_durable_task_shows_its_journal_parks_and_why_it_waits(board: Board) -
     journal = _journal(board)
     assert "step fetch <b>rows</b>" in journal  # a step name shown as text
     assert "step flaky raised" in journal
+    assert "effect 'charge' committed" in journal
     assert "RuntimeError: the <i>flaky</i> upstream said no" in journal
     assert driver.find_elements(By.CSS_SELECTOR, "#journal b, #journal i") == []
     previews = [p.text for p in driver.find_elements(By.CSS_SELECTOR, "#journal pre.preview")]
@@ -338,6 +339,7 @@ def test_a_durable_task_shows_its_journal_parks_and_why_it_waits(board: Board) -
     board.wait(lambda d: board.status() == "succeeded", timeout=30)
     journal = _journal(board)
     assert "fact 'approval' received" in journal
+    assert "fact 'approval' sent — by pager <duty>" in journal  # when, as the store kept it
     assert "sleep 'cool-down' — wakes at" in journal
     runs = driver.find_elements(By.CSS_SELECTOR, "#journal li[data-kind='run']")
     assert len(runs) == 3, journal  # run 1 parks for the fact, run 2 for the sleep, run 3 ends

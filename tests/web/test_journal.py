@@ -16,6 +16,7 @@ from chongming.state.records import Transition
 from chongming.state.status import TaskStatus as S
 from chongming.state.triggers import Trigger
 from chongming.stores.durable import Fact, StepRecord
+from chongming.stores.journal import EffectEntry, JournalDetails
 from chongming.web import create_app
 from chongming.web.journal import MAX_ENTRIES, PREVIEW_CHARS, build_journal, preview
 from chongming.web.journal_page import journal_section
@@ -101,6 +102,55 @@ def test_steps_sit_in_the_run_of_their_epoch_between_its_start_and_end() -> None
     assert "RuntimeError: <b>no</b>" in failed.preview
 
 
+def test_effects_join_their_run_and_times_order_it_when_every_entry_has_one() -> None:
+    at = {
+        ("download", 0): T0 + timedelta(seconds=2.5),
+        ("sleep:cool-down", 0): T0 + timedelta(seconds=2.9),
+    }
+    effects = [
+        EffectEntry(
+            op_key="charge",
+            committed=True,
+            result={"paid": 5},
+            epoch=1,
+            started_at=T0 + timedelta(seconds=2.6),
+            done_at=T0 + timedelta(seconds=2.7),
+        ),
+        EffectEntry(op_key="<mail>", committed=False, epoch=3),  # no time: run 3 keeps its order
+        EffectEntry(op_key="legacy", committed=True),  # no epoch kept
+    ]
+    details = JournalDetails(step_times=at, fact_times={"approval": T0}, effects=effects)
+    journal = build_journal(HISTORY, STEPS, [], epoch=3, details=details)
+    run1 = [e.title for e in journal.entries if e.epoch == 1 and e.kind != "run"]
+    assert run1 == ["step download", "effect 'charge' committed", "sleep 'cool-down'"]
+    run3 = [e.title for e in journal.entries if e.epoch == 3 and e.kind != "run"]
+    assert run3 == ["fact 'approval' received", "effect '<mail>' begun, not committed"]
+    assert journal.entries[-2].title == "effects (no epoch kept)"
+    assert journal.entries[-1].title == "effect 'legacy' committed"
+    assert journal.effects == 3
+    charge = next(e for e in journal.entries if e.title.startswith("effect 'charge'"))
+    assert "0.100 s" in charge.detail
+    markup = journal_section(journal)
+    assert "effect &#x27;&lt;mail&gt;&#x27; begun" in markup
+    assert "2026-12-01 12:00:02.500" in markup  # a step's recorded time, to the millisecond
+    assert "2026-12-01 12:00:00.000" not in markup  # no fact here: no sent time shown
+
+
+def test_a_sent_fact_sits_before_the_first_transition_after_it() -> None:
+    fact = Fact(task_id="d-1", name="approval", payload={"ok": True}, key="ops")
+    sent = {"approval": T0 + timedelta(seconds=30)}  # while parked, between v5 and v6
+    journal = build_journal(
+        HISTORY, STEPS, [fact], epoch=3, details=JournalDetails(fact_times=sent)
+    )
+    titles = [entry.title for entry in journal.entries]
+    where = titles.index("fact 'approval' sent")
+    assert journal.entries[where - 1].transition is not None
+    assert journal.entries[where - 1].transition.version == 5
+    assert journal.entries[where + 1].transition is not None
+    assert journal.entries[where + 1].transition.version == 6
+    assert journal.entries[where].detail == "by ops"
+
+
 def test_a_task_without_a_run_row_has_no_journal() -> None:
     journal = build_journal(HISTORY, [], [], epoch=None)
     assert not journal.durable
@@ -166,6 +216,9 @@ async def test_a_durable_task_page_shows_its_journal(
     assert "fact &#x27;approval&#x27; received" in body
     assert "sleep &#x27;cool-down&#x27;" in body
     assert "pager &lt;duty&gt;" in body  # who sent the fact
+    assert "effect &#x27;charge&#x27; committed" in body
+    assert "j-1:charge" in body  # the effect's result preview
+    assert "not kept by this store" not in body  # SQLite keeps when the fact was sent
     assert len(body) < 60_000  # 20,000 rows of result, a bounded preview
     assert "characters)" in body
     fragment = await dash.get("/fragments/tasks/j-1")

@@ -19,6 +19,7 @@ from chongming.stores.memory.activity import ActivityOnMemory
 from chongming.stores.memory.commands import CommandsOnMemory
 from chongming.stores.memory.core import CoreOnMemory
 from chongming.stores.memory.durable import DurableOnMemory
+from chongming.stores.memory.journal import JournalOnMemory
 from chongming.stores.memory.limits import ClusterLimitsOnMemory
 from chongming.stores.memory.queue import QueueOnMemory
 from chongming.stores.memory.retention import RetentionOnMemory
@@ -36,6 +37,7 @@ class InMemoryTaskStore(
     RetentionOnMemory,
     ActivityOnMemory,
     SearchOnMemory,
+    JournalOnMemory,
     TaskStore,
 ):
     """A dict-backed :class:`TaskStore` for tests, demos and single-process use.

@@ -15,7 +15,9 @@
 - :class:`~chongming.stores.ports.activity.ActivityStore`: recent ends and
   the queue's oldest task, for the dashboard's charts;
 - :class:`~chongming.stores.ports.search.SearchStore`: tasks by label part,
-  idempotency key and creation time range.
+  idempotency key and creation time range;
+- :class:`~chongming.stores.ports.journal.JournalStore`: a durable task's
+  step and fact times and effects ledger, for the dashboard's timeline.
 
 :class:`~chongming.stores.base.TaskStore` is all of them: the core and the
 commands are abstract; the optional ones come with defaults that say the
@@ -30,6 +32,7 @@ from chongming.stores.ports.carriers import CarrierStore as CarrierStore
 from chongming.stores.ports.commands import CommandStore as CommandStore
 from chongming.stores.ports.core import CoreStore as CoreStore
 from chongming.stores.ports.durable import DurableStore as DurableStore
+from chongming.stores.ports.journal import JournalStore as JournalStore
 from chongming.stores.ports.limits import ClusterLimitStore as ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore as QueueStore
 from chongming.stores.ports.retention import RetentionStore as RetentionStore
@@ -42,6 +45,7 @@ __all__ = [
     "CommandStore",
     "CoreStore",
     "DurableStore",
+    "JournalStore",
     "QueueStore",
     "RetentionStore",
     "SearchStore",

@@ -31,6 +31,7 @@ from chongming.stores.postgres.core import CoreMethods
 from chongming.stores.postgres.driver import load_asyncpg
 from chongming.stores.postgres.dsn import ConnectTarget, parse_dsn
 from chongming.stores.postgres.durable import DurableMethods
+from chongming.stores.postgres.journal import JournalMethods
 from chongming.stores.postgres.limits import ClusterLimitMethods
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.pool import PostgresPlumbing
@@ -65,6 +66,7 @@ class PostgresTaskStore(
     RetentionMethods,
     ActivityMethods,
     SearchMethods,
+    JournalMethods,
     TaskStore,
 ):
     """Task store on PostgreSQL (asyncpg). See the module docstring for failure handling.

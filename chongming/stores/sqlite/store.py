@@ -55,6 +55,7 @@ from chongming.stores.sqlite.core import CoreOnSqlite
 from chongming.stores.sqlite.durable import DurableOnSqlite
 from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
+from chongming.stores.sqlite.journal import JournalOnSqlite
 from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
 from chongming.stores.sqlite.queue import QueueOnSqlite
 from chongming.stores.sqlite.retention import RetentionOnSqlite
@@ -74,6 +75,7 @@ class SqliteTaskStore(
     RetentionOnSqlite,
     ActivityOnSqlite,
     SearchOnSqlite,
+    JournalOnSqlite,
     TaskStore,
 ):
     """A :class:`TaskStore` in one SQLite file (or ``":memory:"``).

@@ -54,7 +54,8 @@ mixes in :class:`TraceCarrierContract`; one that prunes (``prune_tasks``)
 mixes in :class:`RetentionContract`; one with the dashboard's activity reads
 (``end_counts``, ``recent_durations``,
 ``oldest_queued``) mixes in :class:`ActivityContract`; one with ``search_tasks``
-mixes in :class:`SearchContract`.
+mixes in :class:`SearchContract`; one with ``journal_details`` mixes in
+:class:`JournalContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -80,6 +81,7 @@ from chongming.testing.store_contract.carriers import TraceCarrierContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.durable import DurableContract
 from chongming.testing.store_contract.history import HistoryContract
+from chongming.testing.store_contract.journal import JournalContract
 from chongming.testing.store_contract.limits import ClusterLimitContract
 from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
@@ -95,6 +97,7 @@ __all__ = [
     "ActivityContract",
     "ClusterLimitContract",
     "DurableContract",
+    "JournalContract",
     "RetentionContract",
     "SearchContract",
     "StoreContract",
