@@ -15,7 +15,14 @@ from datetime import datetime
 from chongming.errors import PayloadError
 from chongming.state.status import TaskStatus
 
-__all__ = ["MAX_DURATIONS", "MAX_MINUTES", "EndCount", "check_limit", "check_since", "check_window"]
+__all__ = [
+    "MAX_DURATIONS",
+    "MAX_MINUTES",
+    "EndCount",
+    "check_durations_limit",
+    "check_since",
+    "check_window",
+]
 
 #: The longest window ``end_counts`` takes (minutes) and the most durations one call reads.
 MAX_MINUTES = 24 * 60
@@ -46,7 +53,7 @@ def check_window(since: object, minutes: object) -> tuple[datetime, int]:
     return check_since(since), minutes
 
 
-def check_limit(limit: object) -> int:
+def check_durations_limit(limit: object) -> int:
     """The ``limit`` of ``recent_durations``."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DURATIONS:
         raise PayloadError("limit", f"must be an integer from 1 to {MAX_DURATIONS}, got {limit!r}")

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
-from chongming.stores.activity import EndCount, check_limit, check_since, check_window
+from chongming.stores.activity import EndCount, check_durations_limit, check_since, check_window
 from chongming.stores.memory.state import MemoryState
 from chongming.stores.ports.activity import ActivityStore
 
@@ -38,7 +38,7 @@ class ActivityOnMemory(MemoryState, ActivityStore):
 
     async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
         self._check_open()
-        since, limit = check_since(since), check_limit(limit)
+        since, limit = check_since(since), check_durations_limit(limit)
         timed = [s for s in self._ended_since(since) if s.started_at is not None]
         timed.sort(key=lambda s: s.finished_at or since, reverse=True)
         took: list[float] = []

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
-from chongming.stores.activity import EndCount, check_limit, check_since, check_window
+from chongming.stores.activity import EndCount, check_durations_limit, check_since, check_window
 from chongming.stores.postgres.schema import quote_schema
 
 __all__ = ["ActivityMethods"]
@@ -41,7 +41,7 @@ class ActivityMethods:
         ]
 
     async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
-        since, limit = check_since(since), check_limit(limit)
+        since, limit = check_since(since), check_durations_limit(limit)
         sql = (
             "SELECT extract(epoch FROM finished_at - (SELECT max(h.at) FROM"
             f" {quote_schema(self._schema)}.transitions AS h WHERE h.task_id = t.task_id"

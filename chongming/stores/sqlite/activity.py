@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
-from chongming.stores.activity import EndCount, check_limit, check_since, check_window
+from chongming.stores.activity import EndCount, check_durations_limit, check_since, check_window
 from chongming.stores.ports.activity import ActivityStore
 from chongming.stores.sqlite.internals import SqliteInternals
 from chongming.stores.sqlite.rows import from_micros, to_micros
@@ -51,7 +51,7 @@ class ActivityOnSqlite(SqliteInternals, ActivityStore):
         ]
 
     async def recent_durations(self, since: datetime, *, limit: int) -> list[float]:
-        since, limit = check_since(since), check_limit(limit)
+        since, limit = check_since(since), check_durations_limit(limit)
         rows = await self._read(_DURATIONS, (to_micros(since, "since"), limit))
         return [max(0, micros) / 1e6 for (micros,) in rows if micros is not None]
 
