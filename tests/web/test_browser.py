@@ -333,6 +333,7 @@ def test_a_durable_task_shows_its_journal_parks_and_why_it_waits(board: Board) -
     assert max(len(text) for text in previews) < 400  # 5,000 rows of result, a bounded preview
     driver.get(f"{board.url}/?status=all&label=import+orders")
     board.wait(lambda d: "waiting for fact 'approval'" in board.row("durable-1"), timeout=30)
+    board.screenshot("tasks-waiting")
     _signal(board, "durable-1", "approval", {"by": "ops"}, key="pager <duty>")
     board.wait(lambda d: "sleeping until" in board.row("durable-1"), timeout=30)
     driver.get(f"{board.url}/tasks/durable-1")
