@@ -121,6 +121,10 @@ async def time_pages(path: str, requests: int) -> dict[str, tuple[float, float]]
         "/charts": "/charts",
         "/fragments/charts (live poll)": "/fragments/charts",
         "/tasks/durable-1 (journal)": "/tasks/durable-1",
+        "/?label= (a scan: 1 match)": "/?status=all&label=job+99999",
+        "/?label= (50 matches early)": "/?status=all&label=job+1",
+        "/?key= (by its index)": "/?status=all&key=order-1",
+        "/?from=&to= (the creation index)": "/?status=all&from=2000-01-01T00:00",
     }
     results: dict[str, tuple[float, float]] = {}
     transport = httpx.ASGITransport(app=app)
