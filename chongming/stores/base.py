@@ -35,15 +35,18 @@ durable execution. :class:`TaskStore` is all of them at once.
 from __future__ import annotations
 
 from chongming.stores.nodes import Command, CommandKind, CommandState
+from chongming.stores.ports.activity import ActivityStore
 from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.commands import CommandStore
 from chongming.stores.ports.core import CoreStore, count_key, is_stored
 from chongming.stores.ports.durable import DurableStore
+from chongming.stores.ports.journal import JournalStore
 from chongming.stores.ports.limits import ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore
 from chongming.stores.ports.rates import RateLimitStore
 from chongming.stores.ports.retention import RetentionStore
 from chongming.stores.ports.schedules import ScheduleStore
+from chongming.stores.ports.search import SearchStore
 
 __all__ = [
     "Command",
@@ -65,6 +68,9 @@ class TaskStore(
     DurableStore,
     RetentionStore,
     ScheduleStore,
+    ActivityStore,
+    SearchStore,
+    JournalStore,
 ):
     """Async persistence for tasks: every capability of the port (see the module docstring).
 

@@ -12,6 +12,7 @@ Routes (``GET`` unless marked):
 ``/``                           tasks, filtered and paginated
 ``/tasks/{id}``                 one task: facts, diagram, timeline, controls
 ``/nodes``                      nodes, buckets (owned twice / orphaned), limits
+``/charts``                     throughput, queue depth and age, attempt durations (SVG)
 ``/reconcile``                  a dry run; ``POST`` applies it
 ``POST /control``               stop / pause / resume (form: task_id, kind, reason)
 ``/fragments/...``              the live parts of the pages, polled by the script
@@ -37,7 +38,8 @@ from chongming.errors import ChongmingError, TaskNotFound
 from chongming.state.records import TaskSnapshot
 from chongming.state.serialize import snapshot_to_json, transition_to_json
 from chongming.stores.base import TaskStore
-from chongming.web import board, pages, pages_ops
+from chongming.web import board, charts_page, pages, pages_ops
+from chongming.web.activity import read_activity
 from chongming.web.assets import CSS, JS
 from chongming.web.extras import need
 from chongming.web.metrics import CONTENT_TYPE, ChongmingMetrics
@@ -100,6 +102,8 @@ class Dashboard:
             Route("/api/tasks", read(self._api_list)),
             Route("/api/tasks/{task_id:path}", read(self._api_task)),
             Route("/nodes", read(self._nodes)),
+            Route("/charts", read(self._charts)),
+            Route("/fragments/charts", read(self._charts_fragment)),
             Route("/reconcile", read(self._reconcile_dry)),
             Route("/reconcile", write(self._reconcile_apply), methods=["POST"]),
             Route("/control", write(self._control), methods=["POST"]),
@@ -284,6 +288,14 @@ class Dashboard:
             "transitions": [transition_to_json(t) for t in view.history],
         }
         return _secure(JSONResponse(data))
+
+    async def _charts(self, request: Request) -> Response:
+        view = await read_activity(self.controller.store, await self._counts())
+        return _html(charts_page.charts_page(self._chrome(request), view))
+
+    async def _charts_fragment(self, request: Request) -> Response:
+        view = await read_activity(self.controller.store, await self._counts())
+        return _html(charts_page.charts_body(view))
 
     async def _nodes(self, request: Request) -> Response:
         view = await board.nodes_view(self.controller)

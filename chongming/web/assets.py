@@ -89,6 +89,18 @@ svg.states .state.current rect { fill: #ffd75e; stroke: #9a5b00; stroke-width: 3
 svg.states .state text { font-size: 13px; fill: var(--fg); }
 svg.states .state.current text { font-weight: 700; }
 .flag { font-weight: 700; color: var(--bad); }
+ol.journal li.run::before { background: var(--accent); border-radius: 2px; }
+ol.journal li.step::before { background: var(--ok); width: 8px; height: 8px; left: -5px; }
+ol.journal li.wait::before { background: var(--warn); }
+ol.journal li.fact::before { background: #7b4fc4; }
+ol.journal li.effect::before { background: #0f766e; border-radius: 1px; }
+ol.journal li.bad::before { background: var(--bad); }
+ol.journal li.run { font-weight: 600; }
+pre.preview { margin: .2rem 0 0; padding: .25rem .4rem; background: #f4f6f9; max-height: 6em;
+  overflow: auto; font-size: 12px; }
+svg.chart { display: block; background: #fff; border: 1px solid var(--line); max-width: 100%;
+  height: auto; margin-bottom: .4rem; }
+svg.chart text { fill: var(--fg); font-family: system-ui, sans-serif; }
 .muted { color: var(--muted); }
 """
 

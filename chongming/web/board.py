@@ -26,6 +26,9 @@ from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.stores.limits import ClusterLimit
 from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
 from chongming.stores.schedules import ScheduleRecord
+from chongming.stores.search import TaskSearch
+from chongming.web.journal import NO_JOURNAL, Journal, read_journal
+from chongming.web.search import SearchTerms
 
 if TYPE_CHECKING:
     from chongming.controller.controller import Controller
@@ -68,6 +71,7 @@ class ListFilter:
     owner: str | None = None
     name: str | None = None
     page: int = 1
+    search: SearchTerms | None = None  # label, key, from, to (chongming.web.search)
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> ListFilter:
@@ -85,6 +89,10 @@ class ListFilter:
             raise BadInput("bucket must be >= 0")
         if not 1 <= page <= MAX_PAGE:
             raise BadInput(f"page must be between 1 and {MAX_PAGE}")
+        try:
+            search = SearchTerms.parse(params)
+        except ValueError as error:
+            raise BadInput(str(error)) from None
         return cls(
             status=status,
             tag=_text(params, "tag"),
@@ -92,6 +100,7 @@ class ListFilter:
             owner=_text(params, "owner"),
             name=_text(params, "name"),
             page=page,
+            search=search,
         )
 
     def statuses(self) -> frozenset[TaskStatus] | None:
@@ -113,6 +122,8 @@ class ListFilter:
                 out[field] = value
         if values.bucket is not None:
             out["bucket"] = str(values.bucket)
+        if values.search is not None:
+            out.update(values.search.params())
         if values.page != 1:
             out["page"] = str(values.page)
         return out
@@ -152,7 +163,7 @@ async def list_page(
         )
     except ConfigurationError as error:
         raise BadInput(str(error)) from None
-    found = await controller.list_tasks(query)
+    found = await _found(controller, query, wanted.search)
     start = (wanted.page - 1) * size
     shown = found[start : start + size]
     return TaskPage(
@@ -162,6 +173,26 @@ async def list_page(
         counts=await store_counts(controller) if counts else {},
         waiting=await why_waiting(controller, shown),
     )
+
+
+async def _found(
+    controller: Controller, query: TaskQuery, terms: SearchTerms | None
+) -> list[TaskSnapshot]:
+    """The list query, or the store's search when the list has search terms."""
+    if terms is None:
+        return await controller.list_tasks(query)
+    search = TaskSearch(
+        query=query,
+        label=terms.label,
+        idempotency_key=terms.key,
+        created_from=terms.created_from,
+        created_to=terms.created_to,
+    )
+    store = controller.store
+    try:
+        return [] if store is None else await store.search_tasks(search)
+    except NotImplementedError:
+        raise BadInput("this store cannot search by label, key or time (no search_tasks)") from None
 
 
 async def store_counts(controller: Controller) -> dict[str, int]:
@@ -188,6 +219,7 @@ class TaskView:
     history: Sequence[Transition]
     commands: Sequence[CommandRecord]
     waiting: WaitingReason | None = None
+    journal: Journal = NO_JOURNAL  # chongming.web.journal
 
 
 def checked_id(task_id: str) -> str:
@@ -205,7 +237,10 @@ async def task_view(controller: Controller, task_id: str) -> TaskView:
     store = controller.store
     commands = [] if store is None else await store.command_records(task_id=task_id, limit=50)
     waiting = (await why_waiting(controller, [snapshot])).get(task_id)
-    return TaskView(snapshot=snapshot, history=history, commands=commands, waiting=waiting)
+    journal = await read_journal(store, task_id, history)
+    return TaskView(
+        snapshot=snapshot, history=history, commands=commands, waiting=waiting, journal=journal
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote, urlencode
 
@@ -38,7 +38,11 @@ __all__ = [
     "when",
 ]
 
-_NAV = (("tasks", "/", "Tasks"), ("nodes", "/nodes", "Nodes & buckets"))
+_NAV = (
+    ("tasks", "/", "Tasks"),
+    ("charts", "/charts", "Charts"),
+    ("nodes", "/nodes", "Nodes & buckets"),
+)
 _NAV_RECONCILE = ("reconcile", "/reconcile", "Reconcile")
 
 
@@ -134,8 +138,21 @@ def _filters(chrome: Chrome, wanted: ListFilter) -> str:
         + field("tag", "tag", wanted.tag)
         + field("owner", "owner", wanted.owner)
         + field("bucket", "bucket", wanted.bucket)
+        + _search_fields(wanted, field)
         + '<button type="submit">Filter</button>'
         f'<a href="{chrome.url("/")}">clear</a></form>'
+    )
+
+
+def _search_fields(wanted: ListFilter, field: Callable[[str, str, object], str]) -> str:
+    terms = wanted.search.params() if wanted.search is not None else {}
+    return "".join(
+        field(name, label, terms.get(name))
+        for name, label in (("label", "label has"), ("key", "idempotency key"))
+    ) + "".join(
+        f'<label>{label}<input name="{name}" value="{e(terms.get(name, ""))}" size="22" '
+        f'placeholder="2026-12-01T12:00" autocomplete="off"></label>'
+        for name, label in (("from", "created from (UTC)"), ("to", "created before"))
     )
 
 
@@ -315,6 +332,8 @@ def _commands(view: TaskView) -> str:
 
 def task_body(view: TaskView) -> str:
     """The live part of a task's page."""
+    from chongming.web.journal_page import journal_section  # it builds on this module
+
     snapshot = view.snapshot
     terminal = "1" if snapshot.is_terminal else "0"
     return (
@@ -325,6 +344,7 @@ def task_body(view: TaskView) -> str:
         + state_svg(snapshot.status, view.history)
         + f"<h2>History ({len(view.history)} transitions)</h2>"
         + _timeline(view.history)
+        + journal_section(view.journal)
         + "<h2>Commands</h2>"
         + _commands(view)
     )

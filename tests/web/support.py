@@ -29,7 +29,33 @@ async def broken(ctx: TaskContext) -> None:
     raise RuntimeError("the upstream <b>API</b> returned 503")
 
 
+def _rows(size: int) -> list[str]:
+    return ["<td>row</td>" * 4] * size  # an enormous result: the page shows a bounded preview
+
+
+async def _flaky() -> None:
+    raise RuntimeError("the <i>flaky</i> upstream said no")
+
+
+async def _charge(info: Any) -> dict[str, Any]:
+    return {"charged": 5, "key": info.idempotency_key}
+
+
+async def journaled(ctx: TaskContext, size: int = 5_000, park: float = 0.0) -> dict[str, Any]:
+    """A durable task with a journal of every kind: steps, an error, an effect, waits."""
+    rows = await ctx.step("fetch <b>rows</b>", _rows, size)
+    await ctx.effect("charge", _charge)
+    try:
+        await ctx.step("flaky", _flaky)
+    except Exception:
+        pass
+    approval = await ctx.wait_for_fact("approval", timeout=60)
+    await ctx.sleep("cool-down", park)
+    return {"rows": len(rows), "approval": approval}
+
+
 def register(controller: Controller) -> None:
+    controller.register("journaled", journaled, durable=True)
     controller.register("endless", endless)
     controller.register("quick", quick)
     controller.register("broken", broken)

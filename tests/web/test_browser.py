@@ -302,3 +302,95 @@ def test_nodes_and_reconcile_pages(board: Board) -> None:
     assert "dry run" in driver.find_element(By.TAG_NAME, "h1").text
     assert driver.find_element(By.ID, "changes").text == "0"  # the worker is alive
     board.screenshot("reconcile")
+
+
+def _signal(board: Board, task_id: str, name: str, payload: Any, key: str) -> None:
+    async def send() -> None:
+        async with Controller(store=board.db, owner="test-client") as client:
+            await client.signal(task_id, name, payload, key=key)
+
+    asyncio.run(send())
+
+
+def _journal(board: Board) -> str:
+    return board.text("#journal")
+
+
+def test_a_durable_task_shows_its_journal_parks_and_why_it_waits(board: Board) -> None:
+    driver = board.driver
+    # The fact wait (60 s deadline) and the 6 s sleep both park on a worker (threshold 5 s).
+    board.enqueue("journaled", "durable-1", label="import orders", park=6.0)
+    driver.get(f"{board.url}/tasks/durable-1")
+    board.wait(lambda d: "waits for fact 'approval'" in _journal(board), timeout=30)
+    journal = _journal(board)
+    assert "step fetch <b>rows</b>" in journal  # a step name shown as text
+    assert "step flaky raised" in journal
+    assert "effect 'charge' committed" in journal
+    assert "RuntimeError: the <i>flaky</i> upstream said no" in journal
+    assert driver.find_elements(By.CSS_SELECTOR, "#journal b, #journal i") == []
+    previews = [p.text for p in driver.find_elements(By.CSS_SELECTOR, "#journal pre.preview")]
+    assert previews, "no step preview"
+    assert max(len(text) for text in previews) < 400  # 5,000 rows of result, a bounded preview
+    driver.get(f"{board.url}/?status=all&label=import+orders")
+    board.wait(lambda d: "waiting for fact 'approval'" in board.row("durable-1"), timeout=30)
+    board.screenshot("tasks-waiting")
+    _signal(board, "durable-1", "approval", {"by": "ops"}, key="pager <duty>")
+    board.wait(lambda d: "sleeping until" in board.row("durable-1"), timeout=30)
+    driver.get(f"{board.url}/tasks/durable-1")
+    board.wait(lambda d: board.status() == "succeeded", timeout=30)
+    journal = _journal(board)
+    assert "fact 'approval' received" in journal
+    assert "fact 'approval' sent — by pager <duty>" in journal  # when, as the store kept it
+    assert "sleep 'cool-down' — wakes at" in journal
+    runs = driver.find_elements(By.CSS_SELECTOR, "#journal li[data-kind='run']")
+    assert len(runs) == 3, journal  # run 1 parks for the fact, run 2 for the sleep, run 3 ends
+    assert "parked" in runs[0].text
+    assert "pager <duty>" in board.text("table.facts-sent")
+    driver.execute_script("document.getElementById('journal').scrollIntoView()")
+    board.screenshot("task-journal")
+
+
+def test_the_charts_page_draws_what_ended(board: Board) -> None:
+    driver = board.driver
+    board.enqueue("quick", "chart-1")
+    board.enqueue("broken", "chart-2")
+    driver.get(f"{board.url}/charts")
+    failed = "svg.chart rect.bar[data-status='failed']"  # chart-2's end, redrawn every 5 s
+    board.wait(lambda d: d.find_elements(By.CSS_SELECTOR, failed), timeout=30)
+    assert int(board.text("#ends").replace(",", "")) >= 2
+    charts = driver.find_elements(By.CSS_SELECTOR, "svg.chart")
+    assert len(charts) == 3
+    statuses = {
+        bar.get_attribute("data-status")
+        for bar in driver.find_elements(By.CSS_SELECTOR, "svg.chart rect.bar[data-status]")
+    }
+    assert {"succeeded", "failed"} <= statuses
+    assert "p50" in board.text("main")
+    assert driver.find_element(By.CSS_SELECTOR, "header a.here").text == "Charts"
+    scripts = driver.find_elements(By.TAG_NAME, "script")
+    assert [s.get_attribute("src") for s in scripts] == [f"{board.url}/static/dashboard.js"]
+    board.screenshot("charts")
+
+
+def test_search_controls_with_a_hostile_label_and_a_bad_time(board: Board) -> None:
+    driver = board.driver
+    board.enqueue("quick", "evil-search-1", label=EVIL, idempotency_key="order-<b>1</b>")
+    driver.get(f"{board.url}/")
+    driver.find_element(By.CSS_SELECTOR, "select[name='status'] option[value='all']").click()
+    driver.find_element(By.NAME, "label").send_keys("<script>window.__pwned")
+    driver.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    board.wait(lambda d: "label=" in d.current_url)
+    board.wait(lambda d: "evil-search-1" in d.find_element(By.ID, "task-rows").text)
+    assert "live-1" not in board.text("#task-rows")
+    assert driver.execute_script("return window.__pwned === undefined")
+    field = driver.find_element(By.NAME, "label").get_attribute("value")
+    assert field == "<script>window.__pwned"  # echoed back as a value, not markup
+    board.screenshot("search")
+    driver.get(f"{board.url}/?status=all&key=order-%3Cb%3E1%3C%2Fb%3E")
+    board.wait(lambda d: "evil-search-1" in d.find_element(By.ID, "task-rows").text)
+    driver.get(f"{board.url}/")
+    driver.find_element(By.NAME, "from").send_keys("yesterday <script>")
+    driver.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    board.wait(lambda d: d.find_element(By.TAG_NAME, "h1").text == "400")
+    assert "from is not a date and time" in board.text(".error")
+    assert driver.execute_script("return window.__pwned === undefined")

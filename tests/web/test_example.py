@@ -23,3 +23,19 @@ def test_the_mounted_dashboard_stops_a_task_and_refuses_a_forged_form(example: P
             "without the CSRF token: 403",
         ],
     )
+
+
+@pytest.mark.example("dashboard_durable.py")
+def test_the_durable_example_shows_the_journal_charts_and_search(example: Path) -> None:
+    lines = run_example(example)
+    assert_in_order(
+        lines,
+        [
+            "status succeeded",
+            "journal: run step effect fact-wait fact-sent run fact-decided",
+            "parked while waiting: True",
+            "ends in the last hour: 1",
+            "found by key: ['import-orders']",
+            "bad from: 400 from is not a date and time",
+        ],
+    )

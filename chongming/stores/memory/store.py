@@ -15,14 +15,17 @@ move time: ``InMemoryTaskStore(clock=fake.now)``.
 from __future__ import annotations
 
 from chongming.stores.base import TaskStore
+from chongming.stores.memory.activity import ActivityOnMemory
 from chongming.stores.memory.commands import CommandsOnMemory
 from chongming.stores.memory.core import CoreOnMemory
 from chongming.stores.memory.durable import DurableOnMemory
+from chongming.stores.memory.journal import JournalOnMemory
 from chongming.stores.memory.limits import ClusterLimitsOnMemory
 from chongming.stores.memory.queue import QueueOnMemory
 from chongming.stores.memory.rates import RateLimitsOnMemory
 from chongming.stores.memory.retention import RetentionOnMemory
 from chongming.stores.memory.schedules import SchedulesOnMemory
+from chongming.stores.memory.search import SearchOnMemory
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -36,6 +39,9 @@ class InMemoryTaskStore(
     DurableOnMemory,
     RetentionOnMemory,
     SchedulesOnMemory,
+    ActivityOnMemory,
+    SearchOnMemory,
+    JournalOnMemory,
     TaskStore,
 ):
     """A dict-backed :class:`TaskStore` for tests, demos and single-process use.

@@ -24,12 +24,14 @@ from chongming.errors import ConfigurationError
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.stores.base import TaskStore
 from chongming.stores.identity import IdentityCache
+from chongming.stores.postgres.activity import ActivityMethods
 from chongming.stores.postgres.commands import CommandMethods, CommandsAndNodes, channel_for
 from chongming.stores.postgres.connections import close_pool
 from chongming.stores.postgres.core import CoreMethods
 from chongming.stores.postgres.driver import load_asyncpg
 from chongming.stores.postgres.dsn import ConnectTarget, parse_dsn
 from chongming.stores.postgres.durable import DurableMethods
+from chongming.stores.postgres.journal import JournalMethods
 from chongming.stores.postgres.limits import ClusterLimitMethods
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.pool import PostgresPlumbing
@@ -38,6 +40,7 @@ from chongming.stores.postgres.rates import RateLimitMethods
 from chongming.stores.postgres.retention import RetentionMethods
 from chongming.stores.postgres.schedules import ScheduleMethods
 from chongming.stores.postgres.schema import SchemaState, bootstrap, quote_schema
+from chongming.stores.postgres.search import SearchMethods
 from chongming.stores.postgres.sql import Statements
 from chongming.stores.postgres.writer import GroupWriter
 
@@ -65,6 +68,9 @@ class PostgresTaskStore(
     DurableMethods,
     RetentionMethods,
     ScheduleMethods,
+    ActivityMethods,
+    SearchMethods,
+    JournalMethods,
     TaskStore,
 ):
     """Task store on PostgreSQL (asyncpg). See the module docstring for failure handling.

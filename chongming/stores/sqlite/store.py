@@ -47,6 +47,7 @@ from chongming.errors import ConfigurationError, StoreClosed, StoreUnavailable
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.stores.base import TaskStore
 from chongming.stores.identity import IdentityCache
+from chongming.stores.sqlite.activity import ActivityOnSqlite
 from chongming.stores.sqlite.batch import CommandOp, WriteOp
 from chongming.stores.sqlite.commands import ClaimLook, CommandsOnSqlite
 from chongming.stores.sqlite.connection import SqliteConnection
@@ -54,12 +55,14 @@ from chongming.stores.sqlite.core import CoreOnSqlite
 from chongming.stores.sqlite.durable import DurableOnSqlite
 from chongming.stores.sqlite.errors import translate
 from chongming.stores.sqlite.files import prepare_database_file
+from chongming.stores.sqlite.journal import JournalOnSqlite
 from chongming.stores.sqlite.limits import ClusterLimitsOnSqlite
 from chongming.stores.sqlite.queue import QueueOnSqlite
 from chongming.stores.sqlite.rates import RateLimitsOnSqlite
 from chongming.stores.sqlite.retention import RetentionOnSqlite
 from chongming.stores.sqlite.schedules import SchedulesOnSqlite
 from chongming.stores.sqlite.schema import migrate, read_version, refuse_newer
+from chongming.stores.sqlite.search import SearchOnSqlite
 from chongming.stores.sqlite.writer import Writer
 
 __all__ = ["SqliteTaskStore"]
@@ -74,6 +77,9 @@ class SqliteTaskStore(
     DurableOnSqlite,
     RetentionOnSqlite,
     SchedulesOnSqlite,
+    ActivityOnSqlite,
+    SearchOnSqlite,
+    JournalOnSqlite,
     TaskStore,
 ):
     """A :class:`TaskStore` in one SQLite file (or ``":memory:"``).

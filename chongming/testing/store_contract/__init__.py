@@ -54,7 +54,11 @@ mixes in :class:`TraceCarrierContract`; one with rate limits
 (``take_rate_grants``) mixes in :class:`RateLimitContract`; one whose claims
 take a pool's ``tags=`` mixes in :class:`PoolClaimContract`; one that prunes
 (``prune_tasks``) mixes in :class:`RetentionContract`; one with schedules
-(``fire_schedule``) mixes in :class:`ScheduleContract`.
+(``fire_schedule``) mixes in :class:`ScheduleContract`; one with the
+dashboard's activity reads (``end_counts``, ``recent_durations``,
+``oldest_queued``) mixes in :class:`ActivityContract`; one with
+``search_tasks`` mixes in :class:`SearchContract`; one with
+``journal_details`` mixes in :class:`JournalContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -74,11 +78,13 @@ from __future__ import annotations
 from chongming.testing.store_contract._support import HOSTILE_STRINGS as HOSTILE_STRINGS
 from chongming.testing.store_contract._support import make_snapshot as make_snapshot
 from chongming.testing.store_contract._support import next_step as next_step
+from chongming.testing.store_contract.activity import ActivityContract
 from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.carriers import TraceCarrierContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.durable import DurableContract
 from chongming.testing.store_contract.history import HistoryContract
+from chongming.testing.store_contract.journal import JournalContract
 from chongming.testing.store_contract.limits import ClusterLimitContract
 from chongming.testing.store_contract.nodes import NodeContract
 from chongming.testing.store_contract.payloads import PayloadContract
@@ -87,18 +93,22 @@ from chongming.testing.store_contract.queue import QueueContract
 from chongming.testing.store_contract.rates import RateLimitContract
 from chongming.testing.store_contract.retention import RetentionContract
 from chongming.testing.store_contract.schedules import ScheduleContract
+from chongming.testing.store_contract.search import SearchContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
 from chongming.testing.store_contract.trusted import TrustedWriteContract
 from chongming.testing.store_contract.writes import WriteContract
 
 __all__ = [
     "HOSTILE_STRINGS",
+    "ActivityContract",
     "ClusterLimitContract",
     "DurableContract",
+    "JournalContract",
     "PoolClaimContract",
     "RateLimitContract",
     "RetentionContract",
     "ScheduleContract",
+    "SearchContract",
     "StoreContract",
     "TraceCarrierContract",
     "make_snapshot",
