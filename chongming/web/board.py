@@ -25,6 +25,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.stores.limits import ClusterLimit
 from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
+from chongming.stores.rates import RateLimit
 from chongming.stores.schedules import ScheduleRecord
 from chongming.stores.search import TaskSearch
 from chongming.web.journal import NO_JOURNAL, Journal, read_journal
@@ -250,6 +251,8 @@ class NodesView:
     limits: Sequence[ClusterLimit]
     counts: Sequence[TaskCount]
     schedules: Sequence[ScheduleRecord] = ()
+    #: The fleet's rate limits as the store holds them (the store's declared value wins).
+    rate_limits: Mapping[str, RateLimit] = dataclasses.field(default_factory=dict)
 
 
 async def nodes_view(controller: Controller) -> NodesView:
@@ -268,7 +271,20 @@ async def nodes_view(controller: Controller) -> NodesView:
             schedules = await store.schedules()
         except NotImplementedError:
             schedules = []
-    return NodesView(nodes=nodes, buckets=report, limits=limits, counts=(), schedules=schedules)
+    rate_limits: dict[str, RateLimit] = {}
+    if store is not None:
+        try:
+            rate_limits = await store.rate_limits()
+        except NotImplementedError:
+            rate_limits = {}
+    return NodesView(
+        nodes=nodes,
+        buckets=report,
+        limits=limits,
+        counts=(),
+        schedules=schedules,
+        rate_limits=rate_limits,
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

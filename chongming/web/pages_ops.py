@@ -126,6 +126,15 @@ def nodes_page(chrome: Chrome, view: NodesView) -> str:
                 for limit in view.limits
             ),
         )
+    rates = ""
+    if view.rate_limits:
+        rates = "<h2>Rate limits</h2>" + table(
+            ["tag", "starts allowed", "one start every"],
+            (
+                [e(name), e(str(limit)), f"{limit.interval:.3g} s"]
+                for name, limit in sorted(view.rate_limits.items())
+            ),
+        )
     schedules = ""
     if view.schedules:
         schedules = "<h2>Schedules</h2>" + table(
@@ -151,6 +160,7 @@ def nodes_page(chrome: Chrome, view: NodesView) -> str:
         + f"<h2>Buckets ({report.num_buckets} in the plane)</h2>"
         + buckets
         + limits
+        + rates
         + schedules
     )
     return layout(chrome, "nodes", "Nodes & buckets", body)
