@@ -20,9 +20,14 @@ BENCHMARKS = [
     ["bench_queue.py"],
     ["bench_pipeline.py"],
     ["bench_process.py", "--n", "2000", "--stops", "200"],
+    ["bench_dashboard_charts.py"],
     ["bench_durable.py"],
-    ["bench_durable_dbos.py"],
-    ["bench_prune.py"],  # DBOS beside chongming; skipped without the bench extra
+    ["bench_durable_dbos.py"],  # DBOS beside chongming; skipped without the bench extra
+    ["bench_prune.py"],
+    ["bench_schedules.py"],
+    ["bench_rate_limits.py"],
+    ["bench_claim_aging.py"],
+    ["bench_dashboard.py"],
 ]
 
 
