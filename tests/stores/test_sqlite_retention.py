@@ -19,9 +19,9 @@ def _pages(db: Path) -> tuple[int, int]:
 
 
 async def _seed_and_prune(db: Path) -> tuple[int, int, int]:
-    """Pages before, pages after and free pages after pruning 5,000 seeded tasks."""
+    """Pages before, pages after and free pages after pruning 2,000 seeded tasks."""
     async with SqliteTaskStore(db) as store:
-        await seed_terminal(store, [f"old-{n:05d}" for n in range(5000)])
+        await seed_terminal(store, [f"old-{n:05d}" for n in range(2000)])
     before, _ = _pages(db)
     cut = datetime.now(UTC) - timedelta(days=7)
     async with SqliteTaskStore(db) as store:
