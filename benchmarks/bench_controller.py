@@ -1,11 +1,13 @@
 """Controller throughput beside raw asyncio in the same process run.
 
-    python benchmarks/bench_controller.py [--n 100000] [--rounds 3] [--calls 2000]
+    python benchmarks/bench_controller.py [--n 100000] [--rounds 3] [--calls 2000] [--memory-store]
 
 Baseline: ``asyncio.create_task`` + ``asyncio.Semaphore(1000)`` running the same
 trivial coroutine. Subject: the same number of ``async def`` tasks submitted
 to a ``Controller(max_parallel=1000)``, every one with its full audited
-trajectory, then ``wait_all``.
+trajectory, then ``wait_all``. With ``--memory-store`` a third side runs the
+same tasks on a controller whose every transition is written through to an
+``InMemoryTaskStore`` (the write-through's cost without any I/O).
 
 Beside wall clock it reports CPU time (``time.process_time``: less sensitive
 to other processes on a loaded machine) and, with ``--calls N``, the function
@@ -25,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from chongming.controller import Controller
+from chongming.stores.memory import InMemoryTaskStore
 
 PARALLEL = 1000
 
@@ -84,11 +87,24 @@ async def through_controller(n: int, meter: Meter) -> None:
     assert all(outcome.ok for outcome in outcomes)
 
 
+async def through_memory_store(n: int, meter: Meter) -> None:
+    store = InMemoryTaskStore()
+    async with Controller(max_parallel=PARALLEL, keep_finished=n, store=store) as controller:
+        controller.register("trivial", trivial)
+        with meter:
+            for _ in range(n):
+                await controller.submit("trivial")
+            outcomes = await controller.wait_all()
+    assert all(outcome.ok for outcome in outcomes)
+
+
 Side = Callable[[int, Meter], Awaitable[None]]
 
 
-async def main(n: int, rounds: int, calls: int = 0) -> dict[str, float]:
+async def main(n: int, rounds: int, calls: int = 0, memory_store: bool = False) -> dict[str, float]:
     sides: tuple[tuple[str, Side], ...] = (("raw", raw), ("chongming", through_controller))
+    if memory_store:
+        sides += (("memory-store", through_memory_store),)
     best: dict[str, tuple[float, float]] = {}
     for _ in range(rounds):
         for name, side in sides:
@@ -106,6 +122,14 @@ async def main(n: int, rounds: int, calls: int = 0) -> dict[str, float]:
         f"ratio {cpu_ratio:.2f}x"
     )
     result = {"raw": n / raw_wall, "chongming": n / our_wall, "ratio": ratio, "cpu": cpu_ratio}
+    if memory_store:
+        store_wall, store_cpu = best["memory-store"]
+        print(
+            f"  written through to the in-memory store: {n / store_wall:,.0f}/s, ratio "
+            f"{raw_wall / store_wall:.3f}x (goal >= 0.35); CPU {store_cpu / n * 1e6:.2f} us/task, "
+            f"ratio {raw_cpu / store_cpu:.3f}x"
+        )
+        result["memory_store_ratio"] = raw_wall / store_wall
     if calls:
         for name, side in sides:
             gc.collect()
@@ -113,7 +137,7 @@ async def main(n: int, rounds: int, calls: int = 0) -> dict[str, float]:
             await side(calls, meter)
             python, builtin = meter.calls(calls)
             result[f"{name}_python_calls"] = python
-            print(f"  {name:<9} {python:6.1f} Python calls, {builtin:5.1f} C calls per task")
+            print(f"  {name:<12} {python:6.1f} Python calls, {builtin:5.1f} C calls per task")
     return result
 
 
@@ -124,5 +148,8 @@ if __name__ == "__main__":
     parser.add_argument(
         "--calls", type=int, default=2_000, help="tasks to count calls over (0: no)"
     )
+    parser.add_argument(
+        "--memory-store", action="store_true", help="also write through to an InMemoryTaskStore"
+    )
     options = parser.parse_args()
-    asyncio.run(main(options.n, options.rounds, options.calls))
+    asyncio.run(main(options.n, options.rounds, options.calls, options.memory_store))
