@@ -83,14 +83,11 @@ def root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
 ) -> None:
     """chongming: an asyncio-native task runtime."""
+    from chongming.cli.ownership import owned_buckets_of
     from chongming.cli.session import CliError, Options
 
     try:
-        parsed = _parse_owned(owned_buckets, num_buckets)
-        if node is not None:
-            if owned_buckets is not None:
-                raise CliError("--node and --owned-buckets both name the owned buckets: give one")
-            parsed = _parse_node(node, num_buckets)
+        parsed = owned_buckets_of(owned_buckets, node, num_buckets)
         if owner is not None and not owner:
             raise CliError("--owner must not be empty")
     except CliError as error:
@@ -104,34 +101,6 @@ def root(
         json=json,
         debug=debug,
     )
-
-
-def _parse_owned(text: str | None, num_buckets: int) -> frozenset[int] | None:
-    from chongming.cli.session import CliError
-    from chongming.errors import ConfigurationError
-    from chongming.scheduler.buckets import parse_bucket_ranges
-
-    try:
-        if num_buckets <= 0:
-            raise ConfigurationError(f"--num-buckets must be positive, got {num_buckets}")
-        return None if text is None else parse_bucket_ranges(text, num_buckets)
-    except ConfigurationError as error:
-        raise CliError(f"--owned-buckets: {error}" if text is not None else str(error)) from None
-
-
-def _parse_node(text: str, num_buckets: int) -> frozenset[int]:
-    """``I/N``: the buckets node I of a fleet of N owns (contiguous ranges that cover all)."""
-    from chongming.cli.session import CliError
-    from chongming.errors import ConfigurationError
-    from chongming.scheduler.buckets import buckets_for_node
-
-    index, slash, count = text.partition("/")
-    if not slash or not index.strip().isdigit() or not count.strip().isdigit():
-        raise CliError(f"--node must be I/N, e.g. 0/4 (node 0 of 4), got {text!r}")
-    try:
-        return frozenset(buckets_for_node(int(index), int(count), num_buckets))
-    except ConfigurationError as error:
-        raise CliError(f"--node {text}: {error}") from None
 
 
 def _fail(error: BaseException, debug: bool) -> NoReturn:
