@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from chongming.errors import PipelineCycle as PipelineCycle
     from chongming.errors import QuorumNotSupported as QuorumNotSupported
     from chongming.errors import RetentionTooShort as RetentionTooShort
+    from chongming.errors import ScheduleInvalid as ScheduleInvalid
     from chongming.errors import SchemaError as SchemaError
     from chongming.errors import StepFailed as StepFailed
     from chongming.errors import StoreBusy as StoreBusy
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
     from chongming.errors import TaskNotPrunable as TaskNotPrunable
     from chongming.errors import UnknownClusterLimit as UnknownClusterLimit
     from chongming.errors import UnknownNode as UnknownNode
+    from chongming.errors import UnknownRateLimit as UnknownRateLimit
+    from chongming.errors import UnknownSchedule as UnknownSchedule
     from chongming.errors import UnknownTask as UnknownTask
     from chongming.errors import UnknownUpstream as UnknownUpstream
     from chongming.errors import VersionConflict as VersionConflict
@@ -145,6 +148,9 @@ _WHERE: dict[str, str] = {
     "Retention": "chongming.stores.retention",
     "InvalidRetention": "chongming.errors",
     "RetentionTooShort": "chongming.errors",
+    "ScheduleInvalid": "chongming.errors",
+    "UnknownSchedule": "chongming.errors",
+    "UnknownRateLimit": "chongming.errors",
     "TaskNotPrunable": "chongming.errors",
     "BucketNotOwned": "chongming.errors",
     "BucketPolicy": "chongming.scheduler",

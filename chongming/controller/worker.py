@@ -111,6 +111,12 @@ class Worker:
             and self._rates is None
             and type(store).claim_started is not TaskStore.claim_started
         )
+        # Rate-limited: a plain claim, the grants, then what may start starts in one step.
+        self._starts_granted = (
+            unlimited
+            and self._rates is not None
+            and type(store).start_claimed is not TaskStore.start_claimed
+        )
         self._time = time.time if clock is None or clock is SYSTEM_CLOCK else clock.time
         self._withheld = withheld
         self._host = host
@@ -313,11 +319,15 @@ class Worker:
 
     async def adopt(self, claimed: list[TaskSnapshot]) -> None:
         """Run claimed tasks here, each continuing its stored trajectory."""
+        store = self._plane.store
         if self._rates is not None:  # what the rate limits do not let start goes back now
             claimed = await self._rates.gate(claimed, self._tags_of, owner=self._owner)
             if not claimed:
                 return
-        store = self._plane.store
+            if self._starts_granted and not self._host.admission().waiting:
+                started = await self._start_granted(claimed)
+                await self.adopt_started(started)
+                return
         try:
             histories = await store.histories([s.task_id for s in claimed])
         except ChongmingError:
@@ -333,6 +343,28 @@ class Worker:
             if self._answered_twice(stored):
                 continue  # adopted already (a claim re-answered after a connection error)
             await self._take(stored, histories[stored.task_id], carriers.get(stored.task_id))
+
+    async def _start_granted(self, claimed: list[TaskSnapshot]) -> list[ClaimedTask]:
+        """Start what was granted in one step; a store failure gives the claims back.
+
+        A start whose answer was lost is asked again with the same ``at``: the
+        store answers what the lost one started (it remembers that start) and
+        starts the rest. If the store stays away past the patience, what is
+        still queued goes back; what the lost start took stays ``starting``
+        under this worker until its next granted start resolves it (or, if
+        it dies first, reconcile records it lost: it may have begun).
+        """
+        store, owner = self._plane.store, self._owner
+        at = to_datetime(self._time())
+        try:
+            return await patiently(lambda: store.start_claimed(owner, claimed, at=at))
+        except ChongmingError:
+            for stored in claimed:  # those it started are starting: release refuses them
+                try:
+                    await store.release_claim(stored.task_id, self._owner, stored.status_version)
+                except ChongmingError:
+                    pass  # still ours in the store: reconcile requeues it if we die
+            raise
 
     async def adopt_started(self, claimed: list[ClaimedTask]) -> None:
         """Run tasks their claim started here: admission launches each as it is."""

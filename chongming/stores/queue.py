@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from chongming.errors import PayloadError
 from chongming.state.payload import check_payload, valid_version
@@ -40,6 +40,7 @@ __all__ = [
     "check_exclude_tags",
     "check_idempotency_key",
     "check_pool_tags",
+    "check_start_claimed",
     "check_trace_carrier",
     "decode_trace_carrier",
     "encode_trace_carrier",
@@ -190,6 +191,23 @@ def check_claim(
 
 #: The most priority levels an aged claim ranks (the highest present).
 AGED_LEVELS = 32
+
+
+def check_start_claimed(owner: object, claimed: object) -> list[tuple[str, int]]:
+    """The arguments of ``TaskStore.start_claimed``: each task's id and claimed version."""
+    if not isinstance(owner, str) or not owner:
+        raise PayloadError("owner", "must be a non-empty string")
+    check_text(owner, "owner")
+    if isinstance(claimed, (str, bytes)) or not isinstance(claimed, Sequence):
+        raise PayloadError("claimed", f"must be a sequence of task snapshots, got {claimed!r}")
+    pairs: list[tuple[str, int]] = []
+    for task in claimed:
+        if not isinstance(task, TaskSnapshot):
+            raise PayloadError("claimed", f"holds task snapshots, got {task!r}")
+        pairs.append((task.task_id, task.status_version))
+    if len({task_id for task_id, _ in pairs}) != len(pairs):
+        raise PayloadError("claimed", "names a task twice")
+    return pairs
 
 
 def check_age_step(step: object) -> float | None:

@@ -107,6 +107,60 @@ async def test_untagged_work_passes_tasks_waiting_for_a_grant(tmp_path: Path) ->
     assert asked <= 3  # the first grant, and the refusal that said when the next is due
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite", "memory"])
+async def test_a_granted_claim_starts_in_one_step_with_the_trajectory_of_a_dispatch(
+    tmp_path: Path, store_kind: str
+) -> None:
+    """What the grants let start is started by ``start_claimed``: no histories read, no
+    start written per task, and the same ``queued -> starting -> running`` trajectory."""
+    shared: TaskStore = (
+        SqliteTaskStore(tmp_path / "q.db") if store_kind == "sqlite" else InMemoryTaskStore()
+    )
+    calls: list[str] = []
+    histories, start_claimed = shared.histories, shared.start_claimed
+
+    async def counted_histories(task_ids: Any) -> Any:
+        calls.append("histories")
+        return await histories(task_ids)
+
+    async def counted_starts(owner: str, claimed: Any, **options: Any) -> Any:
+        calls.append(f"start_claimed:{len(claimed)}")
+        return await start_claimed(owner, claimed, **options)
+
+    shared.histories = counted_histories  # type: ignore[method-assign]
+    shared.start_claimed = counted_starts  # type: ignore[method-assign]
+    async with shared:
+        await shared.declare_rate_limit("api", RateLimit(rate=1000, per=timedelta(seconds=1)))
+        async with Controller(store=shared, owner="client") as client:
+            client.register("call_api", _noop, tags=("api",))
+            limited = [await client.enqueue("call_api") for _ in range(6)]
+            worker = Controller(
+                store=shared,
+                owner="w-0",
+                work=True,
+                rate_limits={"api": "1000/s"},
+                poll_interval=0.05,
+                windows=FAST,
+            )
+            worker.register("call_api", _noop, tags=("api",))
+            async with worker:
+                finals = [await task.wait(timeout=10) for task in limited]
+            trajectories = [
+                [(t.to_status, t.trigger) for t in await client.history(task.task_id)]
+                for task in limited
+            ]
+    assert [final.status for final in finals] == [TaskStatus.SUCCEEDED] * 6
+    assert "histories" not in calls
+    assert sum(int(call.split(":")[1]) for call in calls) == 6
+    for trajectory in trajectories:
+        assert trajectory[:3] == [
+            (TaskStatus.QUEUED, Trigger.ENQUEUED),
+            (TaskStatus.STARTING, Trigger.DISPATCH),
+            (TaskStatus.RUNNING, Trigger.LAUNCHED),
+        ]
+        assert trajectory[-1][0] is TaskStatus.SUCCEEDED
+
+
 @pytest.mark.parametrize(
     ("limits", "problem"),
     [

@@ -14,6 +14,7 @@ from chongming.testing.store_contract import (
     RateLimitContract,
     RetentionContract,
     ScheduleContract,
+    StartClaimedContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -39,6 +40,7 @@ class TestInMemoryContract(
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
+    StartClaimedContract,
     RetentionContract,
     ScheduleContract,
 ):

@@ -12,6 +12,7 @@ from chongming.testing.store_contract import (
     RateLimitContract,
     RetentionContract,
     ScheduleContract,
+    StartClaimedContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -27,6 +28,7 @@ class TestPostgresContract(
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
+    StartClaimedContract,
     RetentionContract,
     ScheduleContract,
 ):

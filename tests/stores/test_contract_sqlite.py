@@ -15,6 +15,7 @@ from chongming.testing.store_contract import (
     RateLimitContract,
     RetentionContract,
     ScheduleContract,
+    StartClaimedContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -27,6 +28,7 @@ class TestSqliteFileContract(
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
+    StartClaimedContract,
     RetentionContract,
     ScheduleContract,
 ):
@@ -45,6 +47,7 @@ class TestSqliteMemoryContract(
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
+    StartClaimedContract,
     RetentionContract,
     ScheduleContract,
 ):

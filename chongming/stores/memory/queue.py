@@ -23,6 +23,7 @@ from chongming.stores.queue import (
     Serves,
     check_claim,
     check_enqueued,
+    check_start_claimed,
     check_trace_carrier,
     input_digest,
 )
@@ -160,8 +161,11 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
             tags=tags,
             age_step=age_step,
         )
+        return self._start(claimed, at)  # nothing awaited since the claim: one atomic step
+
+    def _start(self, claimed: list[TaskSnapshot], at: datetime) -> list[ClaimedTask]:
         started = []
-        for task in claimed:  # nothing awaited since the claim took them: one atomic step
+        for task in claimed:
             queued_by = self._history[task.task_id].get(task.status_version)
             moved, transition = apply_transition(
                 task,
@@ -176,6 +180,24 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
             history = tuple(versions[v] for v in sorted(versions))
             started.append(ClaimedTask(snapshot=moved, history=history))
         return started
+
+    async def start_claimed(
+        self, owner: str, claimed: Sequence[TaskSnapshot], *, at: datetime
+    ) -> list[ClaimedTask]:
+        self._check_open()
+        pairs = check_start_claimed(owner, claimed)
+        at = check_time(at, "at").astimezone(UTC)
+        held = []
+        for task_id, version in pairs:
+            task = self._tasks.get(task_id)
+            if (
+                task is not None
+                and task.owner == owner
+                and task.status is TaskStatus.QUEUED
+                and task.status_version == version
+            ):
+                held.append(task)
+        return self._start(held, at)
 
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         self._check_open()

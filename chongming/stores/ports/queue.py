@@ -140,6 +140,23 @@ class QueueStore(Protocol):
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (claim_started)")
 
+    async def start_claimed(
+        self, owner: str, claimed: Sequence[TaskSnapshot], *, at: datetime
+    ) -> list[ClaimedTask]:
+        """Move tasks a plain :meth:`claim` gave ``owner`` ``queued -> starting``, in one step.
+
+        For a claimer that decides between claim and start which of them may
+        start (a rate-limited worker asks for start grants there): the rest of
+        what :meth:`claim_started` does, with the same transition and the same
+        answer (each task with its whole history), without a read of the
+        histories and a write per task. A task is started only while it is
+        still ``queued`` at the version it was claimed at and held by
+        ``owner``; one that changed meanwhile (stopped, say) is left as it is
+        and not returned. A claimer that dies after it leaves ``starting``
+        tasks, which reconcile calls lost.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no work queue (start_claimed)")
+
     async def wait_queue_hint(self) -> None:
         """Return when a task may have been enqueued. Only a hint: claim afterwards.
 

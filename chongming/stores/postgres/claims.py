@@ -19,7 +19,7 @@ is never stranded while its claimer lives.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,7 @@ from chongming.stores.queue import (
     check_claim,
     check_exclude_tags,
     check_pool_tags,
+    check_start_claimed,
 )
 
 __all__ = ["Claims"]
@@ -145,19 +146,36 @@ def started_sql(schema: str, *, exclude: bool, pool: bool = False, aged: bool = 
     version 1: requeued, retried, parked, resumed); a fresh enqueued task's
     history is that one transition and the start this statement writes.
     """
-    last = ", ".join(f"q.{c} AS l_{c}" for c in _HISTORY)
-    history = ", ".join(f"h.h_{c}" for c in _HISTORY)
     chosen = (
         _aged(schema, 8, versions=True)
         if aged
         else _chosen(schema, 8 if exclude else None, versions=True, pool=9 if pool else None)
     )
+    return _start(schema, chosen, at="$7")
+
+
+def start_held_sql(schema: str) -> str:
+    """Start what a plain claim of ``$1`` holds: ``$2`` ids, ``$3`` claimed versions, ``$4`` at."""
+    held = (
+        f"SELECT t.task_id, t.status_version FROM {schema}.tasks AS t"
+        " JOIN unnest($2::text[], $3::integer[]) AS c (task_id, version)"
+        " ON t.task_id = c.task_id"
+        " WHERE t.owner = $1 AND t.status = 'queued' AND t.status_version = c.version"
+        " FOR UPDATE OF t"
+    )
+    return _start(schema, held, at="$4")
+
+
+def _start(schema: str, chosen: str, *, at: str) -> str:
+    """Move the ``chosen`` rows (task_id, status_version) to ``starting`` at ``at``; see above."""
+    last = ", ".join(f"q.{c} AS l_{c}" for c in _HISTORY)
+    history = ", ".join(f"h.h_{c}" for c in _HISTORY)
     return (
         f"WITH chosen AS ({chosen}),"
         f" started AS (UPDATE {schema}.tasks AS t SET owner = $1, status = 'starting',"
         " status_version = t.status_version + 1,"
         f" attempt = t.attempt + CASE WHEN q.trigger IN ({_CONTINUES}) THEN 0 ELSE 1 END,"
-        " updated_at = $7::timestamptz"
+        f" updated_at = {at}::timestamptz"
         # LIMIT 1 keeps it a probe of the key per row (never a scan of the whole table).
         f" FROM chosen LEFT JOIN LATERAL (SELECT {', '.join(_HISTORY)}"
         f" FROM {schema}.transitions AS q WHERE q.task_id = chosen.task_id"
@@ -165,7 +183,7 @@ def started_sql(schema: str, *, exclude: bool, pool: bool = False, aged: bool = 
         " AS q ON true"
         f" WHERE t.task_id = chosen.task_id RETURNING {_RETURNING}, {last}),"
         f" recorded AS (INSERT INTO {schema}.transitions (task_id, {', '.join(_HISTORY)})"
-        f" SELECT task_id, status_version, 'queued', 'starting', $7::timestamptz,"
+        f" SELECT task_id, status_version, 'queued', 'starting', {at}::timestamptz,"
         f" '{Trigger.DISPATCH}', 'system', NULL, attempt FROM started)"
         f" SELECT t.*, {history} FROM started AS t"
         + _history_of(
@@ -205,6 +223,7 @@ class Claims:
         self._claim_aged = claim_sql(schema, exclude=True, aged=True)
         self._started_aged = started_sql(schema, exclude=True, aged=True)
         self._started_by = started_by_sql(schema)
+        self._start_held = start_held_sql(schema)
         self._held = f"SELECT {_COLUMNS} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
         #: owner -> the ``at`` of started claims whose outcome is still unknown.
         self._unresolved: dict[str, set[datetime]] = {}
@@ -287,6 +306,37 @@ class Claims:
         claimed = [_claimed(row, appended=False) for row in found]
         claimed.sort(key=lambda c: _claim_order(c.snapshot))
         return recovered + claimed
+
+    async def start_claimed(
+        self, owner: str, claimed: Sequence[TaskSnapshot], at: datetime
+    ) -> list[ClaimedTask]:
+        pairs = check_start_claimed(owner, claimed)
+        at = check_time(at, "at")
+        what = f"starting tasks claimed by {owner!r}"
+        recovered = await self._resolve(owner, what)
+        if not pairs:
+            return recovered
+        ids, versions = [p[0] for p in pairs], [p[1] for p in pairs]
+        try:
+            found = await self._once(
+                what, lambda c: c.fetch(self._start_held, owner, ids, versions, at)
+            )
+        except StoreError:
+            raise
+        except Exception as error:
+            if not is_connection_error(error):
+                self._fail(error, what)
+            self._unresolved.setdefault(owner, set()).add(at)
+            try:
+                return recovered + await self._resolve(owner, what)
+            except StoreError:
+                if recovered:
+                    return recovered  # this start stays unresolved, for the next call
+                raise
+        order = {task_id: index for index, task_id in enumerate(ids)}
+        started = [_claimed(row, appended=False) for row in found]
+        started.sort(key=lambda c: order[c.snapshot.task_id])
+        return recovered + started
 
     async def _resolve(self, owner: str, what: str) -> list[ClaimedTask]:
         """What earlier started claims of ``owner`` with an unknown outcome took (see above)."""

@@ -522,6 +522,14 @@ class QueueMethods:
             self._identities.remember(task.snapshot)
         return claimed
 
+    async def start_claimed(
+        self, owner: str, claimed: Sequence[TaskSnapshot], *, at: datetime
+    ) -> list[ClaimedTask]:
+        started = await self._queue.claims.start_claimed(owner, claimed, at)
+        for task in started:
+            self._identities.remember(task.snapshot)
+        return started
+
     async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
         return await self._queue.histories(task_ids)
 

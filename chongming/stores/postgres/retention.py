@@ -14,6 +14,14 @@ The literal status list in the pick is the partial index's predicate, so the
 planner can use the index for a prepared (generic) plan; the status filter
 the caller asked for is applied on top of it.
 
+A batch waits for a lock at most :data:`PRUNE_LOCK_TIMEOUT` (``SET LOCAL
+lock_timeout``): the pick skips locked task rows, but the deletes of the rows
+hanging off them may meet a lock (a transaction holding one of those rows, a
+migration's table lock). A batch that waits longer fails with
+:class:`~chongming.errors.StoreBusy`, having deleted nothing, instead of
+sitting in the lock queue (where every later lock request on the same rows
+would queue behind it); the pruner tries again at its next pass.
+
 Two prunes at once (two workers with ``retention=``) take disjoint rows; a
 retry after a connection error deletes what is left, so the call is run by
 the bounded read retry. The count it returns may then miss a batch whose
@@ -29,9 +37,12 @@ from chongming.state.status import TERMINAL_STATUSES
 from chongming.stores.postgres.schema import quote_schema
 from chongming.stores.retention import TASK_TABLES, PruneSelection, check_batch, check_selection
 
-__all__ = ["RetentionMethods", "RetentionOnPostgres"]
+__all__ = ["PRUNE_LOCK_TIMEOUT", "RetentionMethods", "RetentionOnPostgres"]
 
 Runner = Callable[[str, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+#: Longest a prune batch waits for any lock (PostgreSQL interval text).
+PRUNE_LOCK_TIMEOUT = "1s"
 
 _TERMINAL = ", ".join(f"'{status.value}'" for status in sorted(TERMINAL_STATUSES))
 
@@ -79,9 +90,14 @@ class RetentionOnPostgres:
 
     async def prune(self, selection: PruneSelection, limit: int) -> int:
         args = (*self._args(check_selection(selection)), check_batch(limit, field="limit"))
-        deleted: int = await self._run(
-            "pruning terminal tasks", lambda conn: conn.fetchval(self._prune, *args)
-        )
+
+        async def batch(conn: Any) -> int:
+            async with conn.transaction():
+                await conn.execute(f"SET LOCAL lock_timeout = '{PRUNE_LOCK_TIMEOUT}'")
+                deleted: int = await conn.fetchval(self._prune, *args)
+                return deleted
+
+        deleted: int = await self._run("pruning terminal tasks", batch)
         return deleted
 
     async def count(self, selection: PruneSelection) -> int:

@@ -116,7 +116,7 @@ class CommandOp(WriteOp):
 
     #: "submit" | "claim" | "complete" | "release"
     #: | "register_node" | "renew_node" | "release_node" | "nodes"
-    #: | "enqueue" | "claim_tasks" (the work queue: ``sqlite/queue.py``)
+    #: | "enqueue" | "claim_tasks" | "start_claimed" (the work queue: ``sqlite/queue.py``)
     action: str
     params: tuple[Any, ...]
 

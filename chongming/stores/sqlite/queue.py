@@ -33,6 +33,7 @@ from chongming.stores.queue import (
     check_enqueued,
     check_exclude_tags,
     check_pool_tags,
+    check_start_claimed,
     check_trace_carrier,
     decode_trace_carrier,
     encode_trace_carrier,
@@ -55,6 +56,7 @@ __all__ = [
     "claim_tasks",
     "enqueue",
     "release_claim",
+    "start_claimed",
 ]
 
 _KEY = "SELECT task_id, digest FROM idempotency_keys WHERE idempotency_key = ?"
@@ -201,6 +203,27 @@ def claim_tasks(
     else:
         conn.executemany(_TAKE_STARTED, [(owner, start_at, task_id) for task_id in taken])
         conn.executemany(_RECORD_START, [(task_id, start_at) for task_id in taken])
+    return _answer(conn, taken, start_at)
+
+
+def start_claimed(
+    conn: sqlite3.Connection, owner: str, pairs: list[tuple[str, int]], start_at: int
+) -> list[ClaimedTask]:
+    """Start what a plain claim gave ``owner`` and is still queued at its claimed version."""
+    taken = [
+        task_id
+        for task_id, version in pairs
+        if conn.execute(_START_HELD, (owner, start_at, task_id, version)).rowcount == 1
+    ]
+    if not taken:
+        return []
+    conn.executemany(_RECORD_START, [(task_id, start_at) for task_id in taken])
+    answered: list[ClaimedTask] = _answer(conn, taken, start_at)
+    return answered
+
+
+def _answer(conn: sqlite3.Connection, taken: list[str], start_at: int | None) -> list[Any]:
+    """The snapshots of ``taken`` in that order; started (``start_at``): with histories."""
     ids = (dump(taken),)
     found = conn.execute(f"{_SELECT} WHERE task_id IN (SELECT value FROM json_each(?))", ids)
     by_id = {snapshot.task_id: snapshot for snapshot in map(snapshot_from_row, found.fetchall())}
@@ -246,6 +269,8 @@ _TAKE_STARTED = (
     f" AND q.trigger IN ({_CONTINUES})) THEN 0 ELSE 1 END, updated_at = ?2"
     " WHERE task_id = ?3 AND status = 'queued' AND owner IS NULL"
 )
+#: The same start of a task the claimer holds already (?4: the version it claimed).
+_START_HELD = _TAKE_STARTED.replace("AND owner IS NULL", "AND owner = ?1 AND status_version = ?4")
 _RECORD_START = (
     f"INSERT INTO transitions ({', '.join(TRANSITION_COLUMNS)})"
     " SELECT task_id, status_version, 'queued', 'starting', ?2,"
@@ -351,6 +376,16 @@ class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
             age_step,
         )
         return claimed
+
+    async def start_claimed(
+        self, owner: str, claimed: Sequence[TaskSnapshot], *, at: datetime
+    ) -> list[ClaimedTask]:
+        pairs = check_start_claimed(owner, claimed)
+        start = rows.to_micros(at, "at")
+        if not pairs:
+            return []
+        started: list[ClaimedTask] = await self._node_op("start_claimed", owner, pairs, start)
+        return started
 
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         released: bool = await self._node_op("release_claim", task_id, owner, expect_version)

@@ -59,6 +59,7 @@ _NODE_ACTIONS = frozenset(
         "release_node",
         "nodes",
         "claim_tasks",
+        "start_claimed",
         *limits.ACTIONS,
         *durable.ACTIONS,
         *rates.ACTIONS,
@@ -352,6 +353,8 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
         return queue.release_claim(conn, *op.params)
     if op.action == "claim_tasks":
         return queue.claim_tasks(conn, *op.params, now=now)
+    if op.action == "start_claimed":
+        return queue.start_claimed(conn, *op.params)
     if op.action in limits.ACTIONS:
         return limits.run_action(conn, op.action, op.params, now)
     if op.action in durable.ACTIONS:
