@@ -63,7 +63,12 @@ def holder_is_gone(host: str, pid: int, incarnation: str, registered_at: datetim
 
 
 def _zombie_or_younger(pid: int, registered_at: datetime) -> bool:
-    """From ``/proc`` (Linux): a zombie, or a process started after ``registered_at``."""
+    """From ``/proc`` (Linux): a zombie, or a process started after ``registered_at``.
+
+    Read on the loop thread on purpose: procfs files are made by the kernel
+    from memory when read (no disk, no wait), two small reads per takeover
+    check of a same-host holder; a worker thread would cost more than that.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()

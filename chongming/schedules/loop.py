@@ -120,6 +120,9 @@ class ScheduleLoop:
         self._put: set[str] = set()  # the drafts already stored, by their repr
         self._task: asyncio.Task[None] | None = None
         self._passes = self._won = self._lost = self._enqueued = self._errors = 0
+        #: The error of the last failed pass: the same one again is logged at debug
+        #: (a role that may not write schedules fails every pass the same way).
+        self._failing: str | None = None
 
     def start(self) -> None:
         if self._task is None:
@@ -151,11 +154,15 @@ class ScheduleLoop:
             self._changed.clear()
             try:
                 delay = await self.run_once()
+                if self._failing is not None:
+                    _log.info("scheduler pass succeeded again")
+                    self._failing = None
             except ChongmingError as error:  # a store outage: try again later
                 self._errors += 1
-                _log.warning(
-                    "scheduler pass failed (%s); trying again in %ss", error, self._refresh
-                )
+                text = f"{type(error).__name__}: {error}"
+                log = _log.debug if text == self._failing else _log.warning
+                self._failing = text
+                log("scheduler pass failed (%s); trying again in %ss", error, self._refresh)
                 delay = self._refresh
             except Exception:
                 self._errors += 1

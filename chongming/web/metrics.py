@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chongming.control.reconcile import ReconcileReport
@@ -34,6 +34,7 @@ from chongming.stores.base import TaskStore
 from chongming.stores.nodes import Command
 from chongming.stores.writes import StateWrite, WriteResult
 from chongming.web.extras import need
+from chongming.web.security import allowed_hosts_for, host_allowed
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -268,13 +269,24 @@ class ChongmingMetrics(Observer):
         return data
 
 
-def metrics_app(metrics: ChongmingMetrics, store: TaskStore | None = None) -> Any:
+def metrics_app(
+    metrics: ChongmingMetrics,
+    store: TaskStore | None = None,
+    *,
+    allowed_hosts: Collection[str] | None = None,
+) -> Any:
     """A bare ASGI app that answers every GET with ``metrics`` (no dashboard, no starlette).
 
     Mount it in your service (``app.mount("/metrics", metrics_app(m, store))``)
     or serve it alone. With ``store`` each scrape refreshes the store-wide
     gauges first. Add your own authentication in front if the port is public.
+    ``allowed_hosts``: the ``Host`` names answered (loopback names always
+    are, ``"*"`` any); others get 403, so a page of another site whose name
+    was made to resolve to this machine cannot read the metrics (DNS
+    rebinding). ``None`` (the default) answers any ``Host``: the service it
+    is mounted in checks hosts itself. A bad list raises ``ValueError``.
     """
+    allowed = None if allowed_hosts is None else allowed_hosts_for(allowed_hosts, None)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -287,7 +299,9 @@ def metrics_app(metrics: ChongmingMetrics, store: TaskStore | None = None) -> An
                     return
         if scope["type"] != "http":
             return
-        if scope["method"] not in ("GET", "HEAD"):
+        if not host_allowed(_host_of(scope), allowed):
+            status, body, kind = 403, b"host not allowed\n", b"text/plain; charset=utf-8"
+        elif scope["method"] not in ("GET", "HEAD"):
             status, body, kind = 405, b"method not allowed\n", b"text/plain; charset=utf-8"
         else:
             if store is not None:
@@ -300,6 +314,13 @@ def metrics_app(metrics: ChongmingMetrics, store: TaskStore | None = None) -> An
         )
 
     return app
+
+
+def _host_of(scope: dict[str, Any]) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"host":
+            return bytes(value).decode("latin-1")
+    return None
 
 
 class _Histogram:

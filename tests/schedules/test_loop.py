@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from chongming.controller.schedules import tick_builder
+from chongming.errors import StoreError
 from chongming.schedules.cadence import make_cadence
 from chongming.schedules.loop import ScheduleDraft, ScheduleLoop, put_draft
 from chongming.state.query import TaskQuery
@@ -149,4 +151,39 @@ async def test_the_loop_wakes_on_change_and_closes_cleanly() -> None:
     passes = loop.statistics().passes
     await asyncio.sleep(0.3)
     assert loop.statistics().passes == passes  # closed: no more passes
+    await store.close()
+
+
+async def test_a_pass_failing_the_same_way_again_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A role that may not write schedules fails every pass alike: one warning, not one a pass."""
+    store, clock, first = await _setup()
+    clock.now = first + timedelta(seconds=1)
+    refused = {"on": True}
+    fire = store.fire_schedule
+
+    async def fire_or_refuse(*args: object, **kwargs: object) -> object:
+        if refused["on"]:
+            raise StoreError("permission denied for table schedules")
+        return await fire(*args, **kwargs)  # type: ignore[arg-type]
+
+    store.fire_schedule = fire_or_refuse  # type: ignore[method-assign]
+    loop = ScheduleLoop(store, tick_builder(TaskRegistry(), _Clock(clock), None), refresh=0.01)
+    caplog.set_level(logging.DEBUG, logger="chongming")
+    loop.start()
+    async with asyncio.timeout(10):
+        while loop.statistics().errors < 5:
+            await asyncio.sleep(0.01)
+    refused["on"] = False
+    async with asyncio.timeout(10):
+        while loop.statistics().errors and not any(
+            "succeeded again" in r.getMessage() for r in caplog.records
+        ):
+            await asyncio.sleep(0.01)
+    await loop.aclose()
+    failures = [r for r in caplog.records if "scheduler pass failed" in r.getMessage()]
+    assert len(failures) >= 5
+    assert [r.levelno for r in failures].count(logging.WARNING) == 1
+    assert failures[0].levelno == logging.WARNING
     await store.close()

@@ -185,3 +185,27 @@ async def test_the_standalone_metrics_app_serves_the_same_names(tmp_path: Path) 
         value(found, "chongming_attempt_duration_seconds_count", name="quick", outcome="succeeded")
         == 1
     )
+
+
+async def test_the_standalone_metrics_app_answers_only_the_hosts_it_is_given() -> None:
+    from chongming.web.metrics import metrics_app
+
+    app = metrics_app(ChongmingMetrics(), allowed_hosts=["metrics.internal"])
+    transport = httpx.ASGITransport(app=app)
+    answers = {}
+    for host in ("metrics.internal:9100", "127.0.0.1:9100", "localhost", "evil.example"):
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{host}") as client:
+            answers[host] = (await client.get("/metrics")).status_code
+    assert answers == {
+        "metrics.internal:9100": 200,
+        "127.0.0.1:9100": 200,
+        "localhost": 200,
+        "evil.example": 403,  # a rebinding page's own name
+    }
+    anywhere = metrics_app(ChongmingMetrics())  # mounted: the service checks hosts itself
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=anywhere), base_url="http://evil.example"
+    ) as client:
+        assert (await client.get("/")).status_code == 200
+    with pytest.raises(ValueError, match="not one string"):
+        metrics_app(ChongmingMetrics(), allowed_hosts="metrics.internal")
