@@ -14,10 +14,10 @@ part of the cost is the path and which the grants. Rounds alternate the
 variants so all see the same load; the medians are compared, every round is
 printed.
 
-Besides the grant, a limited worker claims ``queued`` and starts what it was
-granted through admission, where an unlimited one claims and starts in one
-statement (``claim_started``): the ratio includes that, since it is what a
-rate limit costs a deployment.
+Besides the grant, a limited worker claims ``queued`` (the owner written)
+and then starts what it was granted in one statement (``start_claimed``),
+where an unlimited one claims and starts in one (``claim_started``): the
+ratio includes that, since it is what a rate limit costs a deployment.
 """
 
 from __future__ import annotations
