@@ -1,6 +1,6 @@
 """Many sleeping durable tasks hold no slot and no memory, and sleep through a worker restart.
 
-``CHONGMING_SLEEPERS`` tasks (500 in ``make test``; 10,000 in ``make
+``CHONGMING_SLEEPERS`` tasks (300 in ``make test``; 10,000 in ``make
 proofs``) each sleep until one shared wake-up time, long enough to park
 (set once they are all enqueued, before a worker starts, so the time the
 enqueues take under load does not eat the parking's margin). A
@@ -30,7 +30,7 @@ __all__ = ["stores", "where"]  # fixtures
 
 pytestmark = [pytest.mark.slow, pytest.mark.proof]
 
-SLEEPERS = proof_size("CHONGMING_SLEEPERS", reduced=500, full=10_000)
+SLEEPERS = proof_size("CHONGMING_SLEEPERS", reduced=300, full=10_000)
 SLOTS = 50
 
 
