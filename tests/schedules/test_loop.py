@@ -168,7 +168,7 @@ async def test_a_pass_failing_the_same_way_again_warns_once(
             raise StoreError("permission denied for table schedules")
         return await fire(*args, **kwargs)  # type: ignore[arg-type]
 
-    store.fire_schedule = fire_or_refuse  # type: ignore[method-assign]
+    store.fire_schedule = fire_or_refuse  # type: ignore[method-assign, assignment]
     loop = ScheduleLoop(store, tick_builder(TaskRegistry(), _Clock(clock), None), refresh=0.01)
     caplog.set_level(logging.DEBUG, logger="chongming")
     loop.start()

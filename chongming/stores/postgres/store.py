@@ -35,7 +35,8 @@ from chongming.stores.postgres.journal import JournalMethods
 from chongming.stores.postgres.limits import ClusterLimitMethods
 from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.pool import PostgresPlumbing
-from chongming.stores.postgres.queue import QueueMethods, WorkQueue
+from chongming.stores.postgres.queue import WorkQueue
+from chongming.stores.postgres.queue_methods import QueueMethods
 from chongming.stores.postgres.rates import RateLimitMethods
 from chongming.stores.postgres.retention import RetentionMethods
 from chongming.stores.postgres.schedules import ScheduleMethods
