@@ -49,8 +49,12 @@ class ClaimLoop:
         adopt_started: Callable[[list[ClaimedTask]], Awaitable[None]] | None = None,
         tags: Collection[str] | None = None,
         age_step: float | None = None,
+        claim_started: Callable[..., Awaitable[list[ClaimedTask]]] | None = None,
     ) -> None:
         self._store = store
+        #: How a started claim is made: the store's, or the caller's (a rate-limited
+        #: worker claims through its grants), called as ``store.claim_started`` is.
+        self._claim_started = claim_started
         #: A pool's tags (only tasks carrying one of them) and its aging step: passed
         #: only when set, so a store from before pools still serves a worker without.
         self._pool: dict[str, Any] = {} if tags is None else {"tags": tags}
@@ -215,7 +219,8 @@ class ClaimLoop:
         at = None if self._start_at is None else self._start_at()
         store, owner, buckets = self._store, self._owner, self._buckets
         if at is not None and self._adopt_started is not None:
-            started = await store.claim_started(
+            claim_started = self._claim_started or store.claim_started
+            started = await claim_started(
                 owner,
                 serves=serves,
                 buckets=buckets,

@@ -34,7 +34,7 @@ from typing import TypeVar
 from chongming.errors import ChongmingError, StoreClosed, StoreError
 from chongming.state.records import TaskSnapshot
 from chongming.stores.base import TaskStore
-from chongming.stores.rates import RateLimit
+from chongming.stores.rates import RateGrant, RateLimit
 
 __all__ = ["RateGate", "claim_exclusions"]
 
@@ -130,6 +130,21 @@ class RateGate:
         if refused:
             self._wake()  # the room they leave goes to other work now
         return passing
+
+    def decided(self, grants: Mapping[str, RateGrant], refused: int) -> None:
+        """What a claim that took its grants in the store was told (``claim_granted``).
+
+        Each tag whose next grant is not due yet is blocked until it is; the
+        tasks it refused stayed in the queue, so other work is claimed now.
+        """
+        loop = asyncio.get_running_loop()
+        for tag, grant in grants.items():
+            self.granted += grant.granted
+            if grant.retry_after > 0:
+                self._block(tag, loop.time() + grant.retry_after)
+        self.refused += refused
+        if refused:
+            self._wake()
 
     async def _take(self, tag: str, want: int) -> int:
         loop = asyncio.get_running_loop()

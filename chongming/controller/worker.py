@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.claims import ClaimLoop
@@ -49,6 +49,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
+from chongming.stores.granted import GrantAsk
 from chongming.stores.queue import ClaimedTask, Serves
 from chongming.stores.rates import RateLimit
 from chongming.stores.retention import Retention
@@ -106,16 +107,15 @@ class Worker:
         )
         # Claim ``starting`` only when admission launches at once (see the module docstring).
         store = plane.store
+        # Rate-limited: the claim takes its grants and starts only what was granted.
         self._starts = (
             unlimited
-            and self._rates is None
             and type(store).claim_started is not TaskStore.claim_started
-        )
-        # Rate-limited: a plain claim, the grants, then what may start starts in one step.
-        self._starts_granted = (
-            unlimited
-            and self._rates is not None
-            and type(store).start_claimed is not TaskStore.start_claimed
+            and (
+                self._rates is None
+                or type(store).claim_granted is not TaskStore.claim_granted
+                or type(store).start_claimed is not TaskStore.start_claimed
+            )
         )
         self._time = time.time if clock is None or clock is SYSTEM_CLOCK else clock.time
         self._withheld = withheld
@@ -139,6 +139,7 @@ class Worker:
             adopt_started=self.adopt_started,
             tags=self._pool.tags,
             age_step=self._pool.age_step,
+            claim_started=None if self._rates is None else self._claim_granted,
         )
 
     @property
@@ -312,10 +313,7 @@ class Worker:
 
     def _tags_of(self, stored: TaskSnapshot) -> frozenset[str]:
         """The tags a claimed task runs with here: its own and its registration's."""
-        try:
-            return stored.tags | self._registry.get(stored.name, stored.version).tags
-        except ChongmingError:
-            return stored.tags
+        return self._registered_tags(stored.name, stored.version, stored.tags)
 
     async def adopt(self, claimed: list[TaskSnapshot]) -> None:
         """Run claimed tasks here, each continuing its stored trajectory."""
@@ -323,10 +321,6 @@ class Worker:
         if self._rates is not None:  # what the rate limits do not let start goes back now
             claimed = await self._rates.gate(claimed, self._tags_of, owner=self._owner)
             if not claimed:
-                return
-            if self._starts_granted and not self._host.admission().waiting:
-                started = await self._start_granted(claimed)
-                await self.adopt_started(started)
                 return
         try:
             histories = await store.histories([s.task_id for s in claimed])
@@ -344,27 +338,22 @@ class Worker:
                 continue  # adopted already (a claim re-answered after a connection error)
             await self._take(stored, histories[stored.task_id], carriers.get(stored.task_id))
 
-    async def _start_granted(self, claimed: list[TaskSnapshot]) -> list[ClaimedTask]:
-        """Start what was granted in one step; a store failure gives the claims back.
+    async def _claim_granted(self, owner: str, **claim: Any) -> list[ClaimedTask]:
+        """A started claim through the rate limits: the store starts only what it grants."""
+        rates = self._rates
+        assert rates is not None
+        ask = GrantAsk(limited=rates.tags - rates.blocked(), tags_of=self._registered_tags)
+        answer = await self._plane.store.claim_granted(owner, grants=ask, **claim)
+        rates.decided(answer.grants, answer.refused)
+        return answer.started
 
-        A start whose answer was lost is asked again with the same ``at``: the
-        store answers what the lost one started (it remembers that start) and
-        starts the rest. If the store stays away past the patience, what is
-        still queued goes back; what the lost start took stays ``starting``
-        under this worker until its next granted start resolves it (or, if
-        it dies first, reconcile records it lost: it may have begun).
-        """
-        store, owner = self._plane.store, self._owner
-        at = to_datetime(self._time())
+    def _registered_tags(
+        self, name: str, version: int | None, tags: frozenset[str]
+    ) -> frozenset[str]:
         try:
-            return await patiently(lambda: store.start_claimed(owner, claimed, at=at))
+            return tags | self._registry.get(name, version).tags
         except ChongmingError:
-            for stored in claimed:  # those it started are starting: release refuses them
-                try:
-                    await store.release_claim(stored.task_id, self._owner, stored.status_version)
-                except ChongmingError:
-                    pass  # still ours in the store: reconcile requeues it if we die
-            raise
+            return tags
 
     async def adopt_started(self, claimed: list[ClaimedTask]) -> None:
         """Run tasks their claim started here: admission launches each as it is."""

@@ -40,6 +40,7 @@ from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.commands import CommandStore
 from chongming.stores.ports.core import CoreStore, count_key, is_stored
 from chongming.stores.ports.durable import DurableStore
+from chongming.stores.ports.granted import GrantedClaimStore
 from chongming.stores.ports.journal import JournalStore
 from chongming.stores.ports.limits import ClusterLimitStore
 from chongming.stores.ports.queue import QueueStore
@@ -59,6 +60,7 @@ __all__ = [
 
 
 class TaskStore(
+    GrantedClaimStore,  # first: it builds on the queue and the rate limits below
     CoreStore,
     CommandStore,
     QueueStore,

@@ -10,11 +10,11 @@ from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
     RetentionContract,
     ScheduleContract,
-    StartClaimedContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -40,7 +40,7 @@ class TestInMemoryContract(
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
-    StartClaimedContract,
+    GrantedClaimContract,
     RetentionContract,
     ScheduleContract,
 ):

@@ -8,11 +8,11 @@ from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
     RetentionContract,
     ScheduleContract,
-    StartClaimedContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -28,7 +28,7 @@ class TestPostgresContract(
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
-    StartClaimedContract,
+    GrantedClaimContract,
     RetentionContract,
     ScheduleContract,
 ):

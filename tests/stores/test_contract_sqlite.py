@@ -11,11 +11,11 @@ from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
     ClusterLimitContract,
     DurableContract,
+    GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
     RetentionContract,
     ScheduleContract,
-    StartClaimedContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -28,7 +28,7 @@ class TestSqliteFileContract(
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
-    StartClaimedContract,
+    GrantedClaimContract,
     RetentionContract,
     ScheduleContract,
 ):
@@ -47,7 +47,7 @@ class TestSqliteMemoryContract(
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
-    StartClaimedContract,
+    GrantedClaimContract,
     RetentionContract,
     ScheduleContract,
 ):

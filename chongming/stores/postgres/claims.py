@@ -30,8 +30,10 @@ from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.checks import check_time
 from chongming.stores.codec import STATUS_OF
+from chongming.stores.granted import GrantAsk, GrantedClaim, admit_by_grants, check_grant_ask
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.driver import is_connection_error
+from chongming.stores.postgres.rates import Grants
 from chongming.stores.postgres.sql import SNAPSHOT_COLUMNS
 from chongming.stores.queue import (
     AGED_LEVELS,
@@ -42,6 +44,7 @@ from chongming.stores.queue import (
     check_pool_tags,
     check_start_claimed,
 )
+from chongming.stores.rates import RateGrant
 
 __all__ = ["Claims"]
 
@@ -55,16 +58,29 @@ _QUEUED, _STARTING = TaskStatus.QUEUED, TaskStatus.STARTING
 _CONTINUES = ", ".join(f"'{trigger}'" for trigger in sorted(CONTINUES_ATTEMPT))
 
 
+#: What a granted claim reads of each row it locks, to decide its grants.
+_GRANTING = ", status_version, name, version, tags"
+#: A pick that writes nothing still names ``$1`` (the claimer), so every claim
+#: statement takes the same parameters.
+_CLAIMER = ", $1::text AS claimer"
+
+
 def _chosen(
-    schema: str, exclude: int | None, *, versions: bool = False, pool: int | None = None
+    schema: str,
+    exclude: int | None,
+    *,
+    versions: bool = False,
+    pool: int | None = None,
+    granting: bool = False,
 ) -> str:
     """The claimable rows, best first, locked; ``exclude``/``pool``: the parameters of the tags
     a task must not / must (one of) carry."""
     excluding = "" if exclude is None else f" AND NOT (tags && ${exclude}::text[])"
     if pool is not None:
         excluding += f" AND tags && ${pool}::text[]"
+    columns = _GRANTING + _CLAIMER if granting else ", status_version" if versions else ""
     return (
-        f"SELECT task_id{', status_version' if versions else ''} FROM {schema}.tasks"
+        f"SELECT task_id{columns} FROM {schema}.tasks"
         " WHERE status = 'queued' AND owner IS NULL"
         " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
         " AND ((version IS NULL AND name = ANY($3::text[]))"
@@ -75,7 +91,7 @@ def _chosen(
     )
 
 
-def _aged(schema: str, first: int, *, versions: bool = False) -> str:
+def _aged(schema: str, first: int, *, versions: bool = False, granting: bool = False) -> str:
     """An aged claim's rows: ``$first`` excluded tags, ``+1`` a pool's tags (or NULL),
     ``+2`` the age step in seconds.
 
@@ -89,8 +105,10 @@ def _aged(schema: str, first: int, *, versions: bool = False) -> str:
     exclude, pool, age = first, first + 1, first + 2
     tasks = f"{schema}.tasks"
     open_rows = "status = 'queued' AND owner IS NULL"
+    columns = _GRANTING if granting else ", status_version" if versions else ""
+    outer = columns.replace(", ", ", c.") + (_CLAIMER if granting else "")
     return (
-        f"SELECT c.task_id{', c.status_version' if versions else ''} FROM ("
+        f"SELECT c.task_id{outer} FROM ("
         f"WITH RECURSIVE levels(p, n) AS ((SELECT priority, 1 FROM {tasks} WHERE {open_rows}"
         " ORDER BY priority DESC LIMIT 1) UNION ALL"
         f" SELECT (SELECT t.priority FROM {tasks} AS t"
@@ -98,7 +116,8 @@ def _aged(schema: str, first: int, *, versions: bool = False) -> str:
         " ORDER BY t.priority DESC LIMIT 1), l.n + 1"
         f" FROM levels AS l WHERE l.p IS NOT NULL AND l.n < {AGED_LEVELS})"
         " SELECT p FROM levels WHERE p IS NOT NULL) AS lv"
-        " CROSS JOIN LATERAL (SELECT task_id, status_version, priority, queued_at"
+        " CROSS JOIN LATERAL (SELECT task_id, status_version, priority, queued_at,"
+        " name, version, tags"
         f" FROM {tasks} WHERE {open_rows} AND priority = lv.p"
         " AND (bucket IS NULL OR $2::int[] IS NULL OR bucket = ANY($2::int[]))"
         " AND ((version IS NULL AND name = ANY($3::text[]))"
@@ -154,16 +173,29 @@ def started_sql(schema: str, *, exclude: bool, pool: bool = False, aged: bool = 
     return _start(schema, chosen, at="$7")
 
 
-def start_held_sql(schema: str) -> str:
-    """Start what a plain claim of ``$1`` holds: ``$2`` ids, ``$3`` claimed versions, ``$4`` at."""
+def start_held_sql(schema: str, *, owned: bool = True) -> str:
+    """Start what a plain claim of ``$1`` holds: ``$2`` ids, ``$3`` claimed versions, ``$4`` at.
+
+    ``owned=False``: rows this transaction locked unowned (a granted claim's).
+    """
+    held_by = "t.owner = $1" if owned else "t.owner IS NULL"
     held = (
         f"SELECT t.task_id, t.status_version FROM {schema}.tasks AS t"
         " JOIN unnest($2::text[], $3::integer[]) AS c (task_id, version)"
         " ON t.task_id = c.task_id"
-        " WHERE t.owner = $1 AND t.status = 'queued' AND t.status_version = c.version"
+        f" WHERE {held_by} AND t.status = 'queued' AND t.status_version = c.version"
         " FOR UPDATE OF t"
     )
     return _start(schema, held, at="$4")
+
+
+def granting_sql(schema: str, *, exclude: bool, pool: bool = False, aged: bool = False) -> str:
+    """A granted claim's pick: the claimable rows, locked, with what grants are decided by.
+
+    ``$7`` excluded tags, ``$8`` a pool's tags; aged: ``$7``-``$9`` as :func:`_aged`."""
+    if aged:
+        return _aged(schema, 7, granting=True)
+    return _chosen(schema, 7 if exclude else None, pool=8 if pool else None, granting=True)
 
 
 def _start(schema: str, chosen: str, *, at: str) -> str:
@@ -224,6 +256,18 @@ class Claims:
         self._started_aged = started_sql(schema, exclude=True, aged=True)
         self._started_by = started_by_sql(schema)
         self._start_held = start_held_sql(schema)
+        #: A granted claim: its pick (plain, excluding, pool, aged), its start, its grants.
+        self._granting = {
+            (exclude, pool, aged): granting_sql(schema, exclude=exclude, pool=pool, aged=aged)
+            for exclude, pool, aged in (
+                (False, False, False),
+                (True, False, False),
+                (True, True, False),
+                (True, False, True),
+            )
+        }
+        self._start_granted = start_held_sql(schema, owned=False)
+        self._grants = Grants(schema)
         self._held = f"SELECT {_COLUMNS} FROM {schema}.tasks WHERE owner = $1 AND status = 'queued'"
         #: owner -> the ``at`` of started claims whose outcome is still unknown.
         self._unresolved: dict[str, set[datetime]] = {}
@@ -337,6 +381,83 @@ class Claims:
         started = [_claimed(row, appended=False) for row in found]
         started.sort(key=lambda c: order[c.snapshot.task_id])
         return recovered + started
+
+    async def claim_granted(
+        self,
+        owner: str,
+        serves: Serves,
+        buckets: Collection[int] | None,
+        limit: int,
+        exclude_tags: Collection[str],
+        at: datetime,
+        tags: Collection[str] | None,
+        age_step: float | None,
+        grants: GrantAsk,
+    ) -> GrantedClaim:
+        """One transaction: lock the candidates, take the grants, start the granted.
+
+        A refused row is never written (its lock ends with the transaction);
+        a started one is written once. After a connection error the outcome is
+        resolved by ``at`` like a started claim's (the grants may be lost:
+        under-use, never excess).
+        """
+        ask = check_grant_ask(grants)
+        check_claim(owner, serves, buckets, limit, exclude_tags, tags, age_step)
+        at = check_time(at, "at")
+        what = f"claiming granted tasks for {owner!r}"
+        recovered = await self._resolve(owner, what)
+        args: list[Any] = _arguments(owner, serves, buckets, limit)
+        if age_step is not None:
+            key = (True, False, True)
+            args += [check_exclude_tags(exclude_tags), check_pool_tags(tags), float(age_step)]
+        elif tags is not None:
+            key = (True, True, False)
+            args += [check_exclude_tags(exclude_tags), check_pool_tags(tags)]
+        elif exclude_tags:
+            key = (True, False, False)
+            args.append(check_exclude_tags(exclude_tags))
+        else:
+            key = (False, False, False)
+        pick = self._granting[key]
+
+        def tags_of(row: Any) -> frozenset[str]:
+            return ask.tags_of(row["name"], row["version"], frozenset(row["tags"] or ()))
+
+        async def work(conn: Any) -> tuple[list[Any], dict[str, RateGrant], int]:
+            async with conn.transaction():
+                candidates = await conn.fetch(pick, *args)
+
+                async def take(tag: str, want: int) -> RateGrant:
+                    return await self._grants.take(conn, tag, "", want)
+
+                passing, refused, decided = await admit_by_grants(
+                    candidates, tags_of, ask.limited, take
+                )
+                if not passing:
+                    return [], decided, len(refused)
+                ids = [row["task_id"] for row in passing]
+                versions = [row["status_version"] for row in passing]
+                found = await conn.fetch(self._start_granted, owner, ids, versions, at)
+                return list(found), decided, len(refused)
+
+        try:
+            found, decided, refused = await self._once(what, work)
+        except StoreError:
+            raise
+        except Exception as error:
+            if not is_connection_error(error):
+                self._fail(error, what)
+            self._unresolved.setdefault(owner, set()).add(at)
+            try:
+                started = recovered + await self._resolve(owner, what)
+            except StoreError:
+                if recovered:
+                    return GrantedClaim(started=recovered, grants={}, refused=0)
+                raise
+            return GrantedClaim(started=started, grants={}, refused=0)
+        claimed = [_claimed(row, appended=False) for row in found]
+        claimed.sort(key=lambda c: _claim_order(c.snapshot))
+        return GrantedClaim(started=recovered + claimed, grants=decided, refused=refused)
 
     async def _resolve(self, owner: str, what: str) -> list[ClaimedTask]:
         """What earlier started claims of ``owner`` with an unknown outcome took (see above)."""

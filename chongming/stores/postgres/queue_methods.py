@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from chongming.state.records import TaskSnapshot, Transition
+from chongming.stores.granted import GrantAsk, GrantedClaim
 from chongming.stores.identity import IdentityCache
 from chongming.stores.postgres.driver import translating
 from chongming.stores.postgres.queue import WorkQueue
@@ -130,6 +131,26 @@ class QueueMethods:
         for task in started:
             self._identities.remember(task.snapshot)
         return started
+
+    async def claim_granted(
+        self,
+        owner: str,
+        *,
+        serves: Serves,
+        buckets: Collection[int] | None = None,
+        limit: int = 1,
+        exclude_tags: Collection[str] = (),
+        tags: Collection[str] | None = None,
+        age_step: float | None = None,
+        at: datetime,
+        grants: GrantAsk,
+    ) -> GrantedClaim:
+        claimed = await self._queue.claims.claim_granted(
+            owner, serves, buckets, limit, exclude_tags, at, tags, age_step, grants
+        )
+        for task in claimed.started:
+            self._identities.remember(task.snapshot)
+        return claimed
 
     async def histories(self, task_ids: Collection[str]) -> dict[str, list[Transition]]:
         return await self._queue.histories(task_ids)

@@ -28,7 +28,7 @@ from chongming.stores.rates import (
     check_rate_name,
 )
 
-__all__ = ["RateLimitMethods", "RateLimitsOnPostgres"]
+__all__ = ["Grants", "RateLimitMethods", "RateLimitsOnPostgres"]
 
 Runner = Callable[[str, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 
@@ -51,6 +51,27 @@ def grant_sql(schema: str) -> str:
     )
 
 
+class Grants:
+    """One grant decision on a connection the caller holds (its own, or a transaction's)."""
+
+    def __init__(self, schema: str) -> None:
+        self._grant = grant_sql(schema)
+        self._seed = (
+            f"INSERT INTO {schema}.rate_grants (name, key, tat) VALUES ($1, $2, 0)"
+            " ON CONFLICT DO NOTHING"
+        )
+
+    async def take(self, conn: Any, name: str, key: str, want: int) -> RateGrant:
+        """Up to ``want`` grants of ``name`` for ``key``; an unknown limit: ``UnknownRateLimit``."""
+        row = await conn.fetchrow(self._grant, name, key, want)
+        if row is not None and not row["had_row"]:
+            await conn.execute(self._seed, name, key)
+            row = await conn.fetchrow(self._grant, name, key, want)
+        if row is None:
+            raise UnknownRateLimit(name)
+        return RateGrant(granted=row["granted"], retry_after=float(row["retry_after"]))
+
+
 class RateLimitsOnPostgres:
     """The statements; the store supplies the connection runner."""
 
@@ -68,11 +89,7 @@ class RateLimitsOnPostgres:
             " SET rate = EXCLUDED.rate, per_s = EXCLUDED.per_s, burst = EXCLUDED.burst,"
             " updated_at = clock_timestamp()"
         )
-        self._grant = grant_sql(schema)
-        self._seed = (
-            f"INSERT INTO {schema}.rate_grants (name, key, tat) VALUES ($1, $2, 0)"
-            " ON CONFLICT DO NOTHING"
-        )
+        self._grants = Grants(schema)
         self._list = f"SELECT name, rate, per_s, burst FROM {schema}.rate_limits ORDER BY name"
 
     async def declare(self, name: str, limit: RateLimit) -> RateLimit:
@@ -88,18 +105,11 @@ class RateLimitsOnPostgres:
 
     async def take(self, name: str, key: str, want: int) -> RateGrant:
         check_grant_request(name, key, want)
-
-        async def take(conn: Any) -> Any:
-            row = await conn.fetchrow(self._grant, name, key, want)
-            if row is not None and not row["had_row"]:
-                await conn.execute(self._seed, name, key)
-                row = await conn.fetchrow(self._grant, name, key, want)
-            return row
-
-        row = await self._run(f"taking start grants of rate limit {name!r}", take)
-        if row is None:
-            raise UnknownRateLimit(name)
-        return RateGrant(granted=row["granted"], retry_after=float(row["retry_after"]))
+        grant: RateGrant = await self._run(
+            f"taking start grants of rate limit {name!r}",
+            lambda conn: self._grants.take(conn, name, key, want),
+        )
+        return grant
 
     async def limits(self) -> dict[str, RateLimit]:
         rows = await self._run("reading rate limits", lambda c: c.fetch(self._list))

@@ -53,7 +53,8 @@ that keeps trace carriers (``enqueue(trace_carrier=)``, ``trace_carriers``)
 mixes in :class:`TraceCarrierContract`; one with rate limits
 (``take_rate_grants``) mixes in :class:`RateLimitContract`; one whose claims
 take a pool's ``tags=`` mixes in :class:`PoolClaimContract`; one with
-``start_claimed`` mixes in :class:`StartClaimedContract`; one that prunes
+``start_claimed`` mixes in :class:`StartClaimedContract` (with rate limits
+too: :class:`GrantedClaimContract`, which includes it); one that prunes
 (``prune_tasks``) mixes in :class:`RetentionContract`; one with schedules
 (``fire_schedule``) mixes in :class:`ScheduleContract`; one with the
 dashboard's activity reads (``end_counts``, ``recent_durations``,
@@ -84,7 +85,10 @@ from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.carriers import TraceCarrierContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.durable import DurableContract
-from chongming.testing.store_contract.granted_starts import StartClaimedContract
+from chongming.testing.store_contract.granted_starts import (
+    GrantedClaimContract,
+    StartClaimedContract,
+)
 from chongming.testing.store_contract.history import HistoryContract
 from chongming.testing.store_contract.journal import JournalContract
 from chongming.testing.store_contract.limits import ClusterLimitContract
@@ -105,6 +109,7 @@ __all__ = [
     "ActivityContract",
     "ClusterLimitContract",
     "DurableContract",
+    "GrantedClaimContract",
     "JournalContract",
     "PoolClaimContract",
     "RateLimitContract",
