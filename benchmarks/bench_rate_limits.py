@@ -14,10 +14,12 @@ part of the cost is the path and which the grants. Rounds alternate the
 variants so all see the same load; the medians are compared, every round is
 printed.
 
-Besides the grant, a limited worker claims ``queued`` (the owner written)
-and then starts what it was granted in one statement (``start_claimed``),
-where an unlimited one claims and starts in one (``claim_started``): the
-ratio includes that, since it is what a rate limit costs a deployment.
+Besides the grant, a limited worker claims through ``claim_granted`` (on
+PostgreSQL one transaction: the candidates locked, the grants, the granted
+started; elsewhere a plain claim, the grants and one ``start_claimed``),
+where an unlimited one claims and starts in one statement
+(``claim_started``): the ratio includes that, since it is what a rate limit
+costs a deployment.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """A worker's gate on cluster-wide rate limits: a claimed task starts only with a grant.
 
-For every rate limit the node declared, a claimed task carrying its tag asks
-the store for a start grant before it enters admission
+For every rate limit the node declared, a claimed task carrying its tag
+needs a start grant from the store before it starts
 (:meth:`TaskStore.take_rate_grants`, one atomic decision for all the tasks
-of one claim that carry the tag). So:
+of one claim that carry the tag). A worker whose admission launches at once
+claims through :meth:`TaskStore.claim_granted`, which decides the grants
+inside the claim and starts only what was granted (:meth:`decided` hears
+the answer); one under admission limits claims ``queued`` and asks here,
+before admission (:meth:`gate`). Either way:
 
-- what the store grants starts; what it does not is given back to the queue
-  at once (its claim released: it held no execution slot and is claimable
-  by any worker again);
+- what the store grants starts; what it does not stays in (or is given back
+  to) the queue at once: it held no execution slot and is claimable by any
+  worker again;
 - the store also says when the next grant is due (``retry_after``); until
   then the tag is *blocked* here: the claim loop leaves tasks carrying it in
   the store (``exclude_tags``) and claims other work, and a timer wakes the

@@ -11,9 +11,12 @@ kind ``launch_error`` instead of coming back forever.
 When admission would launch whatever is claimed at once (no per-bucket,
 resource or cluster limit, nothing waiting for a slot), the claim also writes
 ``starting`` (:meth:`TaskStore.claim_started`): one statement claims, starts
-and reads the histories, and the launch waits for no write of its own. Under
+and reads the histories, and the launch waits for no write of its own. With
+rate limits the claim is :meth:`TaskStore.claim_granted` instead: the grants
+are decided inside it and only what was granted starts. Under admission
 limits a claimed task may have to wait for a slot, so it is claimed
-``queued`` and started by admission as before.
+``queued`` (rate-limited tags asking for their grants then) and started by
+admission as before.
 
 A worker whose observers follow trace carriers (tracing) reads the carriers
 its claim took after each claim (:meth:`TaskStore.trace_carriers`, one read
