@@ -46,11 +46,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing": _BASE | {"state", "stores"},
     # the facade wires the runtime; of the stores it may use the port (the
     # TaskStore protocol and the records it speaks in: commands, nodes,
-    # writes, the queue, cluster limits, durable records), never a backend
+    # writes, the queue, cluster limits, durable records, a granted claim's), never a backend
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
     | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
-    | {"stores.durable", "stores.rates", "stores.retention", "stores.schedules", "schedules"},
+    | {"stores.durable", "stores.rates", "stores.retention", "stores.schedules", "schedules"}
+    | {"stores.granted"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
@@ -200,6 +201,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
     assert {rule for rule in ALLOWED["controller"] if rule.split(".")[0] == "stores"} == {
         "stores.base",
         "stores.durable",
+        "stores.granted",
         "stores.limits",
         "stores.nodes",
         "stores.queue",
