@@ -6,8 +6,8 @@ import pytest
 
 from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
+    ChildContract,
     ClusterLimitContract,
-    DurableContract,
     PoolClaimContract,
     RateLimitContract,
     RetentionContract,
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.postgres
 class TestPostgresContract(
     StoreContract,
     ClusterLimitContract,
-    DurableContract,
+    ChildContract,
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,

@@ -9,8 +9,8 @@ import pytest
 from chongming.stores.base import TaskStore
 from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
+    ChildContract,
     ClusterLimitContract,
-    DurableContract,
     PoolClaimContract,
     RateLimitContract,
     RetentionContract,
@@ -23,7 +23,7 @@ from chongming.testing.store_contract import (
 class TestSqliteFileContract(
     StoreContract,
     ClusterLimitContract,
-    DurableContract,
+    ChildContract,
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
@@ -41,7 +41,7 @@ class TestSqliteFileContract(
 class TestSqliteMemoryContract(
     StoreContract,
     ClusterLimitContract,
-    DurableContract,
+    ChildContract,
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,

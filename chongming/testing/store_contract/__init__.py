@@ -54,7 +54,8 @@ mixes in :class:`TraceCarrierContract`; one with rate limits
 (``take_rate_grants``) mixes in :class:`RateLimitContract`; one whose claims
 take a pool's ``tags=`` mixes in :class:`PoolClaimContract`; one that prunes
 (``prune_tasks``) mixes in :class:`RetentionContract`; one with schedules
-(``fire_schedule``) mixes in :class:`ScheduleContract`; one with the
+(``fire_schedule``) mixes in :class:`ScheduleContract`; one with child
+tasks (``link_child``) mixes in :class:`ChildContract`; one with the
 dashboard's activity reads (``end_counts``, ``recent_durations``,
 ``oldest_queued``) mixes in :class:`ActivityContract`; one with
 ``search_tasks`` mixes in :class:`SearchContract`; one with
@@ -81,6 +82,7 @@ from chongming.testing.store_contract._support import next_step as next_step
 from chongming.testing.store_contract.activity import ActivityContract
 from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.carriers import TraceCarrierContract
+from chongming.testing.store_contract.children import ChildContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.durable import DurableContract
 from chongming.testing.store_contract.history import HistoryContract
@@ -101,6 +103,7 @@ from chongming.testing.store_contract.writes import WriteContract
 __all__ = [
     "HOSTILE_STRINGS",
     "ActivityContract",
+    "ChildContract",
     "ClusterLimitContract",
     "DurableContract",
     "JournalContract",
