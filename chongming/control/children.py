@@ -87,7 +87,7 @@ async def spawn_child(
         )
     registry = plane.registry
     if name not in registry:
-        raise UnknownTask(name, tuple(sorted(registry.names())))
+        raise UnknownTask(name, tuple(registry.names))
     registry.get(name).bind_check(args, kwargs)
     if key is not None:
         await _refuse_cycle(store, parent, name, key)
