@@ -24,7 +24,7 @@ from chongming.stores.base import TaskStore
 from chongming.stores.children import child_fact_name
 from chongming.task_api.journal import ChildHandle
 
-__all__ = ["CHILD_STEP", "TaskPlane", "child_result", "spawn_child"]
+__all__ = ["CHILD_STEP", "TaskPlane", "child_result", "spawn_child", "stop_children"]
 
 #: The memoised step each enqueue of a child is recorded under.
 CHILD_STEP = "child:enqueue"
@@ -124,6 +124,29 @@ async def child_result(
         str(failure.get("message") or f"the child ended {status}"),
         str(failure.get("exception_type") or ""),
     )
+
+
+async def stop_children(
+    store: TaskStore,
+    stop: Callable[..., Awaitable[bool]],
+    parent: str,
+    reason: str | None,
+    actor: str,
+) -> None:
+    """Ask each unfinished child of ``parent`` to stop (``stop`` cascades to theirs).
+
+    The child's stop is recorded with the parent's ``reason`` (or says its
+    parent was stopped). A store without child tasks has none to stop.
+    """
+    try:
+        children = await store.children_of(parent)
+    except NotImplementedError:
+        return
+    why = reason if reason is not None else f"its parent {parent!r} was stopped"
+    for child in children:
+        snapshot = await store.get(child)
+        if snapshot is not None and not snapshot.status.is_terminal:
+            await stop(child, reason=why, actor=actor)
 
 
 async def _refuse_cycle(store: TaskStore, parent: str, name: str, key: str) -> None:

@@ -250,3 +250,55 @@ async def test_child_waits_need_no_sleep_to_be_woken(where: object) -> None:
         assert [final.result for final in finals] == [
             f"paid {order * 10} for {order}" for order in range(1, 6)
         ]
+
+
+async def hold(ctx: TaskContext, n: int) -> str:
+    ran[f"hold {n}"] += 1
+    while True:  # until stopped
+        await ctx.checkpoint()
+        await asyncio.sleep(0.01)
+
+
+async def holds(ctx: TaskContext, count: int) -> Any:
+    return await ctx.gather(*[await ctx.spawn("hold", n) for n in range(count)])
+
+
+async def _status_of(client: Controller, task_id: str, status: TaskStatus) -> None:
+    while (await client.get(task_id)).status is not status:
+        await asyncio.sleep(0.02)
+
+
+async def test_stopping_a_parent_stops_its_unfinished_children_with_its_reason(
+    where: object,
+) -> None:
+    async with _client(where) as client:
+        client.register("hold", hold)
+        client.register("holds", holds, durable=True)
+        parent = await client.enqueue("holds", 3)
+        async with _worker(where) as worker:
+            worker.register("hold", hold)
+            worker.register("holds", holds, durable=True)
+            store = client.store
+            assert store is not None
+            while len(children := await store.children_of(parent.task_id)) < 3:
+                await asyncio.sleep(0.02)
+            # One slot: the parent parked, the first child runs, two wait queued.
+            await asyncio.wait_for(_wait_one_running(client, children), 30)
+            assert await client.stop(parent.task_id, reason="order cancelled")
+            for child in children:
+                await asyncio.wait_for(_status_of(client, child, TaskStatus.STOPPED), 30)
+            stopped = await parent.wait(timeout=30)
+        assert stopped.status is TaskStatus.STOPPED
+        for child in children:
+            history = await client.history(child)
+            assert history[-1].to_status is TaskStatus.STOPPED
+            assert history[-1].reason == "order cancelled"
+        assert sum(ran.values()) == 1  # the queued children never started
+
+
+async def _wait_one_running(client: Controller, children: list[str]) -> None:
+    while True:
+        found = [await client.get(child) for child in children]
+        if any(snapshot.status is TaskStatus.RUNNING for snapshot in found):
+            return
+        await asyncio.sleep(0.02)

@@ -7,6 +7,8 @@ mix :class:`DurableContract` in too).
 
 from __future__ import annotations
 
+from typing import Any
+
 from chongming.errors import TaskNotFound
 from chongming.state.records import Failure, FailureKind, TaskSnapshot
 from chongming.state.status import TaskStatus
@@ -28,7 +30,7 @@ class ChildContract(DurableContract):
         return moved
 
     async def _end(
-        self, store: TaskStore, snapshot: TaskSnapshot, to: TaskStatus, **fields: object
+        self, store: TaskStore, snapshot: TaskSnapshot, to: TaskStatus, **fields: Any
     ) -> TaskSnapshot:
         path = (_S.STARTING, _S.RUNNING, to) if to is not _S.STOPPED else (to,)
         for status in path:
