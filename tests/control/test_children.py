@@ -302,3 +302,23 @@ async def _wait_one_running(client: Controller, children: list[str]) -> None:
         if any(snapshot.status is TaskStatus.RUNNING for snapshot in found):
             return
         await asyncio.sleep(0.02)
+
+
+async def test_chongming_status_names_a_childs_parent_and_a_parents_children(
+    tmp_path: Path,
+) -> None:
+    from tests.cli.support import as_json, invoke
+
+    db = tmp_path / "family.db"
+    async with _client(db) as client:
+        parent = await client.enqueue("place", 2)
+        async with _worker(db):
+            await parent.wait(timeout=30)
+        store = client.store
+        assert store is not None
+        (child,) = await store.children_of(parent.task_id)
+    # The CLI opens the file itself, in a thread: this loop must not hold it meanwhile.
+    up = as_json(await asyncio.to_thread(invoke, db, "status", parent.task_id, "--json"))
+    assert (up["task"]["parent_id"], up["task"]["children"]) == (None, [child])
+    down = await asyncio.to_thread(invoke, db, "status", child)
+    assert f"parent:   {parent.task_id}" in down.stdout
