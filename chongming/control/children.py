@@ -143,10 +143,16 @@ async def stop_children(
     except NotImplementedError:
         return
     why = reason if reason is not None else f"its parent {parent!r} was stopped"
+    unfinished = []
     for child in children:
         snapshot = await store.get(child)
         if snapshot is not None and not snapshot.status.is_terminal:
-            await stop(child, reason=why, actor=actor)
+            unfinished.append(snapshot)
+    # Those waiting in the queue first: each is written stopped at once, so the
+    # slot a running child frees when it stops cannot go to one of them.
+    unfinished.sort(key=lambda snapshot: snapshot.owner is not None)
+    for snapshot in unfinished:
+        await stop(snapshot.task_id, reason=why, actor=actor)
 
 
 async def _refuse_cycle(store: TaskStore, parent: str, name: str, key: str) -> None:
