@@ -19,7 +19,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from chongming.control.outages import through_outages
-from chongming.errors import CheckpointMisuse, ChildCycle, ChildFailed, UnknownTask
+from chongming.errors import (
+    CheckpointMisuse,
+    ChildCycle,
+    ChildFailed,
+    ConfigurationError,
+    UnknownTask,
+)
 from chongming.stores.base import TaskStore
 from chongming.stores.children import child_fact_name
 from chongming.task_api.journal import ChildHandle
@@ -99,6 +105,13 @@ async def spawn_child(
         queued = await plane.enqueue(name, *args, idempotency_key=idempotency_key, **kwargs)
         child_id: str = queued.task_id
         await through_outages(lambda: store.link_child(parent, child_id))
+        linked = await through_outages(lambda: store.parent_of(child_id))
+        if linked != parent:  # the key named another task's child: it would never answer here
+            raise ConfigurationError(
+                f"ctx.child({name!r}, key={idempotency_key!r}): that key names task "
+                f"{child_id!r}, a child of {linked!r}, not of this task; a child has one "
+                "parent: give this child a key of its own"
+            )
         return child_id
 
     child_id = await journal.step(CHILD_STEP, enqueue, (), {})

@@ -86,6 +86,10 @@ async def bad_child(ctx: TaskContext, how: str) -> Any:
     raise AssertionError(how)
 
 
+async def keyed(ctx: TaskContext) -> Any:
+    return await ctx.child("charge", 4, key="charge:order-4")
+
+
 async def plain(ctx: TaskContext) -> Any:
     return await ctx.child("charge", 1)
 
@@ -103,6 +107,7 @@ def _register(controller: Controller) -> None:
     controller.register("flaky", flaky_parent, durable=True, retry=RETRY_ONCE)
     controller.register("bad", bad_child, durable=True)
     controller.register("plain", plain)
+    controller.register("keyed", keyed, durable=True)
     controller.register("relay", relay, durable=True)
 
 
@@ -322,3 +327,19 @@ async def test_chongming_status_names_a_childs_parent_and_a_parents_children(
     assert (up["task"]["parent_id"], up["task"]["children"]) == (None, [child])
     down = await asyncio.to_thread(invoke, db, "status", child)
     assert f"parent:   {parent.task_id}" in down.stdout
+
+
+async def test_a_key_that_names_another_parents_child_fails_instead_of_waiting_forever(
+    where: object,
+) -> None:
+    async with _client(where) as client:
+        first = await client.enqueue("keyed")
+        async with _worker(where):
+            done = await first.wait(timeout=30)
+            second = await client.enqueue("keyed")
+            failed = await second.wait(timeout=30)
+        assert done.result == "paid 10 for 4"
+        assert failed.status is TaskStatus.FAILED
+        assert failed.failure is not None
+        assert "a child has one parent: give this child a key of its own" in failed.failure.message
+        assert ran == Counter({"charge 4": 1})
