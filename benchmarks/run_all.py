@@ -22,6 +22,7 @@ BENCHMARKS = [
     ["bench_process.py", "--n", "2000", "--stops", "200"],
     ["bench_dashboard_charts.py"],
     ["bench_durable.py"],
+    ["bench_children.py"],
     ["bench_durable_dbos.py"],  # DBOS beside chongming; skipped without the bench extra
     ["bench_prune.py"],
     ["bench_schedules.py"],

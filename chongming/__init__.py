@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from chongming.errors import AdmissionStateError as AdmissionStateError
     from chongming.errors import BucketNotOwned as BucketNotOwned
     from chongming.errors import CheckpointMisuse as CheckpointMisuse
+    from chongming.errors import ChildCycle as ChildCycle
+    from chongming.errors import ChildFailed as ChildFailed
     from chongming.errors import ChongmingError as ChongmingError
     from chongming.errors import ConfigurationError as ConfigurationError
     from chongming.errors import ControllerClosed as ControllerClosed
@@ -141,6 +143,8 @@ _WHERE: dict[str, str] = {
     "FencingError": "chongming.errors",
     "NondeterminismError": "chongming.errors",
     "StepFailed": "chongming.errors",
+    "ChildFailed": "chongming.errors",
+    "ChildCycle": "chongming.errors",
     "FactConflict": "chongming.errors",
     "FactTimeout": "chongming.errors",
     "BlockingTaskRun": "chongming.blocking",

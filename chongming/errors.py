@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = [
     "AdmissionStateError",
     "CheckpointMisuse",
+    "ChildCycle",
+    "ChildFailed",
     "ChongmingError",
     "ConfigurationError",
     "ControllerClosed",
@@ -482,6 +484,37 @@ class StepFailed(ChongmingError):
         self.error_type = error_type
         self.message = message
         super().__init__(f"step {step!r} failed: {error_type}: {message}")
+
+
+class ChildFailed(ChongmingError):
+    """A child task (``ctx.child`` / ``ctx.gather``) did not succeed.
+
+    ``status``: its terminal status (``failed``, ``stopped``, ...);
+    ``message``: its failure's text. The parent may catch it; uncaught, the
+    parent fails with it. Decided once: a replay raises the same.
+    """
+
+    def __init__(self, child_id: str, status: str, message: str, error_type: str = "") -> None:
+        self.child_id = child_id
+        self.status = status
+        self.message = message
+        self.error_type = error_type
+        kind = f"{error_type}: " if error_type else ""
+        super().__init__(f"child task {child_id!r} ended {status}: {kind}{message}")
+
+
+class ChildCycle(ConfigurationError):
+    """A child named an ancestor of its parent (same name and key): it would wait for itself."""
+
+    def __init__(self, name: str, key: str, ancestor: str) -> None:
+        self.name = name
+        self.key = key
+        self.ancestor = ancestor
+        super().__init__(
+            f"ctx.child({name!r}, key={key!r}): task {ancestor!r}, an ancestor of this task, "
+            "was enqueued under that name and key, so the child would be its own ancestor "
+            "and wait for itself; give the child another key"
+        )
 
 
 class FactConflict(StoreError):

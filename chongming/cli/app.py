@@ -277,15 +277,27 @@ def status(ctx: typer.Context, task_id: TaskId, json_flag: JsonFlag = False) -> 
 
         snapshot = await controller.get(task_id)
         waiting = (await _waiting(controller, [snapshot])).get(task_id)
+        family = await _family(controller, task_id)
         _emit(
             options,
-            views.status_json(snapshot, waiting),
-            lambda: views.status_text(snapshot, waiting=waiting),
+            views.status_json(snapshot, waiting, family),
+            lambda: views.status_text(snapshot, waiting=waiting, family=family),
         )
         unsuccessful = snapshot.is_terminal and snapshot.status is not TaskStatus.SUCCEEDED
         return EXIT_TASK_UNSUCCESSFUL if unsuccessful else EXIT_OK
 
     raise typer.Exit(_run(options, action))
+
+
+async def _family(controller: Controller, task_id: str) -> tuple[str | None, list[str]]:
+    """A task's parent and children (``ctx.child``), where the store keeps them."""
+    store = controller.store
+    if store is None:
+        return None, []
+    try:
+        return await store.parent_of(task_id), await store.children_of(task_id)
+    except NotImplementedError:
+        return None, []
 
 
 @app.command()

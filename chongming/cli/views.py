@@ -142,8 +142,14 @@ def _unserved_line(unserved: Mapping[str, int]) -> str:
     return f"    no worker serves {escape_text(waiting)}: those tasks wait, queued"
 
 
-def status_json(snapshot: TaskSnapshot, waiting: WaitingReason | None = None) -> dict[str, Any]:
-    return {"task": _task_json(snapshot, waiting)}
+def status_json(
+    snapshot: TaskSnapshot,
+    waiting: WaitingReason | None = None,
+    family: tuple[str | None, list[str]] = (None, []),
+) -> dict[str, Any]:
+    data = _task_json(snapshot, waiting)
+    data["parent_id"], data["children"] = family[0], list(family[1])
+    return {"task": data}
 
 
 def _task_json(snapshot: TaskSnapshot, waiting: WaitingReason | None) -> dict[str, Any]:
@@ -154,7 +160,10 @@ def _task_json(snapshot: TaskSnapshot, waiting: WaitingReason | None) -> dict[st
 
 
 def status_text(
-    snapshot: TaskSnapshot, now: datetime | None = None, waiting: WaitingReason | None = None
+    snapshot: TaskSnapshot,
+    now: datetime | None = None,
+    waiting: WaitingReason | None = None,
+    family: tuple[str | None, list[str]] = (None, []),
 ) -> str:
     why = {} if waiting is None else {snapshot.task_id: waiting.describe()}
     lines = [render_table([snapshot], now=now, summary=False, waiting=why)]
@@ -168,6 +177,11 @@ def status_text(
         details.append(("waiting", waiting.describe()))
     if snapshot.failure is not None:
         details.append(("failure", f"{snapshot.failure.kind.value}: {snapshot.failure.message}"))
+    parent, children = family
+    if parent is not None:
+        details.append(("parent", parent))
+    if children:
+        details.append(("children", ", ".join(children)))
     lines.append("")
     lines.extend(f"{name + ':':<10}{escape_text(value)}" for name, value in details)
     return "\n".join(lines)

@@ -34,9 +34,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
+from chongming.control.children import TaskPlane, child_result, spawn_child
 from chongming.control.outages import through_outages
 from chongming.control.parking import PARK_AFTER
 from chongming.errors import (
+    CheckpointMisuse,
     FactTimeout,
     FencingError,
     NondeterminismError,
@@ -55,7 +57,7 @@ from chongming.stores.durable import (
     StepKey,
     StepRecord,
 )
-from chongming.task_api.journal import EffectInfo, ParkRequest, StepObserver
+from chongming.task_api.journal import ChildHandle, EffectInfo, ParkRequest, StepObserver
 from chongming.task_api.step_threads import StepThreads
 
 __all__ = ["Journal", "RunSync"]
@@ -98,6 +100,7 @@ class Journal:
         "observe",
         "park_threshold",
         "parkable",
+        "plane",
         "task_id",
         "threads",
     )
@@ -129,6 +132,8 @@ class Journal:
         self.threads = StepThreads()
         #: The observers' wrapper of each durable call (tracing's step spans), or None.
         self.observe: StepObserver | None = None
+        #: The controller that runs this attempt (ctx.child, ctx.enqueue), or None.
+        self.plane: TaskPlane | None = None
 
     @property
     def replays(self) -> int:
@@ -150,6 +155,34 @@ class Journal:
             raise FencingError(self.task_id, self.epoch, self._fenced_why)
         if self._diverged is not None:
             raise self._diverged
+
+    def occurrence_of(self, name: str) -> int:
+        """The occurrence the next call of step ``name`` will have in this attempt."""
+        return self._seen[name]
+
+    async def spawn(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str | None
+    ) -> ChildHandle:
+        self.check_fenced()
+        return await spawn_child(self, self._store, self.plane, name, args, kwargs, key)
+
+    async def child_result(self, handle: ChildHandle, beat: Callable[[], Awaitable[None]]) -> Any:
+        self.check_fenced()
+        return await child_result(self, handle, beat)
+
+    async def enqueue(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return await self._require_plane("ctx.enqueue").enqueue(name, *args, **kwargs)
+
+    async def signal(self, task_id: str, name: str, payload: Any, key: str | None) -> bool:
+        return await self._require_plane("ctx.signal").signal(task_id, name, payload, key=key)
+
+    def _require_plane(self, call: str) -> TaskPlane:
+        if self.plane is None:
+            raise CheckpointMisuse(
+                f"{call}() needs the controller that runs this task; this journal has none "
+                "(run the task on a Controller with a store)"
+            )
+        return self.plane
 
     def _call_of(self, name: str) -> tuple[StepKey, StepKey, StepRecord | None]:
         """This call of ``name``: its key, the step its flow called before, its record.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from chongming.control.children import TaskPlane
 from chongming.control.durable import Journal, RunSync
 from chongming.control.outages import through_outages
 from chongming.control.parking import PARK_AFTER
@@ -30,6 +31,7 @@ class JournalGate:
         "_owner",
         "_park_threshold",
         "_parkable",
+        "_plane",
         "_run_sync",
         "_store",
         "_task_id",
@@ -48,8 +50,10 @@ class JournalGate:
         park_threshold: float = PARK_AFTER,
         run_sync: RunSync | None = None,
         observe: StepObserver | None = None,
+        plane: TaskPlane | None = None,
     ) -> None:
         self._observe = observe
+        self._plane = plane
         self._parkable = parkable
         self._park_threshold = park_threshold
         self._run_sync = run_sync
@@ -77,4 +81,5 @@ class JournalGate:
         self.journal.parkable = self._parkable
         self.journal.park_threshold = self._park_threshold
         self.journal.observe = self._observe
+        self.journal.plane = self._plane
         return True

@@ -170,6 +170,7 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
             leased=self.cluster_limits,
         )
         self._host.park_threshold = check_park_threshold(park_threshold)
+        self._host.task_plane = self
         #: Makes every run of this controller: submitted, a pipeline's node, claimed.
         self.run_factory = RunFactory(
             owner=self.owner,

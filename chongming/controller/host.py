@@ -60,6 +60,7 @@ class ControllerHost:
         "per_status",
         "retry_requeue",
         "sink",
+        "task_plane",
     )
 
     def __init__(
@@ -103,6 +104,8 @@ class ControllerHost:
         self._observer: Observers | None = None
         #: A closing worker: its claimed runs go back to the queue (see :meth:`hands_back`).
         self.closing = False
+        #: The controller, as its durable tasks reach it (ctx.child, ctx.enqueue, ctx.signal).
+        self.task_plane: Any = None
 
     def attach(self, plane: ControlPlane) -> None:
         """Write every transition through ``plane`` from now on."""
@@ -275,6 +278,7 @@ class ControllerHost:
                 parkable=self.parking and getattr(run, "adopted", None) is not None,
                 park_threshold=self.park_threshold,
                 run_sync=self._run_sync_step,
+                plane=self.task_plane,
                 observe=(
                     functools.partial(observer.wrap_step, run)
                     if observer is not None and observer.wraps_steps

@@ -10,6 +10,7 @@ import asyncio
 
 from chongming.clock import Clock, to_datetime
 from chongming.control.apply import apply_command, send_command
+from chongming.control.children import stop_children
 from chongming.control.cluster_slots import ClusterSlots
 from chongming.control.failures import PersistFailures
 from chongming.control.plane import ControlPlane
@@ -155,14 +156,22 @@ class TaskCalls:
     async def stop(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
         """Ask a task to stop; see :meth:`TaskRun.stop`. False if it already ended.
 
+        Its unfinished child tasks (``ctx.child`` / ``ctx.spawn``) are asked
+        to stop too, with the same reason, and theirs in turn.
+
         A task held by another process gets a stop command addressed to its
         owner; True then means the request was issued.
         """
         self._check_not_closed()
         run = self._host.get(task_id)
         if run is not None:
-            return await run.stop(reason=reason, actor=actor)
-        return await self._command(CommandKind.STOP, task_id, reason, actor)
+            stopped = await run.stop(reason=reason, actor=actor)
+        else:
+            stopped = await self._command(CommandKind.STOP, task_id, reason, actor)
+        if self._plane is not None:
+            # Its unfinished child tasks stop too, with its reason (docs/children.md).
+            await stop_children(self._plane.store, self.stop, task_id, reason, actor)
+        return stopped
 
     async def pause(self, task_id: str, *, reason: str | None = None, actor: str = "user") -> bool:
         """Pause a task at its next checkpoint; False (rolled back) if not reached in time.

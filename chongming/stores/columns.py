@@ -25,6 +25,7 @@ from chongming.state.records import TaskSnapshot
 
 __all__ = [
     "IDENTITY_COLUMNS",
+    "LINK_COLUMNS",
     "MUTABLE_COLUMNS",
     "TASK_COLUMNS",
     "Column",
@@ -108,6 +109,11 @@ TASK_COLUMNS: tuple[Column, ...] = (
     _column("not_before", Kind.TIME, _I, "INTEGER", "timestamptz", nullable=True),
     _column("idempotency_key", Kind.TEXT, _I, "TEXT", "text", nullable=True),
 )
+
+#: Columns of the ``tasks`` table after :data:`TASK_COLUMNS` that no snapshot fills,
+#: as ``(name, SQLite type, PostgreSQL type)``: only their own calls write them
+#: (``parent_id``: ``link_child``, SQLite migration 0013, PostgreSQL 0014).
+LINK_COLUMNS: tuple[tuple[str, str, str], ...] = (("parent_id", "TEXT", "text"),)
 
 IDENTITY_COLUMNS: tuple[Column, ...] = tuple(c for c in TASK_COLUMNS if c.role is Role.IDENTITY)
 MUTABLE_COLUMNS: tuple[Column, ...] = tuple(c for c in TASK_COLUMNS if c.role is Role.MUTABLE)

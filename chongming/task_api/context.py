@@ -19,12 +19,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from chongming.errors import CheckpointMisuse, ConfigurationError, PayloadError, TaskCancelled
+from chongming.errors import (
+    CheckpointMisuse,
+    ChildFailed,
+    ConfigurationError,
+    PayloadError,
+    TaskCancelled,
+)
 from chongming.logs.records import TASK_LOG_REDACTION
 from chongming.state.durable_names import MAX_NAME, check_name
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
-from chongming.task_api.journal import MAX_WAIT, StepJournal
+from chongming.task_api.journal import MAX_WAIT, ChildHandle, StepJournal
 from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 __all__ = ["Checkpoint", "TaskContext"]
@@ -33,7 +39,7 @@ _TASK_LOGGER = logging.getLogger("chongming.task")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _NO_UPSTREAM: Mapping[str, JsonValue] = MappingProxyType({})
 #: Step names the runtime records under (``wait_for_fact`` and ``sleep``).
-_RESERVED_STEPS = ("fact:", "sleep:")
+_RESERVED_STEPS = ("fact:", "sleep:", "child:")
 
 
 class Checkpoint:
@@ -139,8 +145,8 @@ class TaskContext(AttemptSignals):
         _check_name_arg("ctx.step", "step name", name)
         if name.startswith(_RESERVED_STEPS):
             raise ConfigurationError(
-                f"step name {name!r}: names starting with 'fact:' or 'sleep:' are the "
-                "runtime's own (wait_for_fact and sleep record under them)"
+                f"step name {name!r}: names starting with 'fact:', 'sleep:' or 'child:' are "
+                "the runtime's own (wait_for_fact, sleep and child record under them)"
             )
         _check_callable("ctx.step", "fn", fn)
         if self.stop_requested:
@@ -260,6 +266,90 @@ class TaskContext(AttemptSignals):
         )
         observe = journal.observe
         return await (call if observe is None else observe("fact", name, journal, call))
+
+    # -- child tasks and the plane (control/children.py, docs/children.md) -----
+
+    async def spawn(
+        self, name: str, /, *args: Any, key: str | None = None, **kwargs: Any
+    ) -> ChildHandle:
+        """Enqueue the task ``name`` as a child of this one; its handle (``ctx.gather``).
+
+        Memoised like a step: the enqueue's idempotency key is ``key`` or
+        ``<this task's id>:child:<occurrence>``, so a replay never enqueues
+        twice. Any worker that serves ``name`` may run it. ``name`` must be
+        registered on this controller and the arguments must fit its
+        function (checked before anything is written); a ``key`` under which
+        this task or an ancestor was enqueued as ``name`` raises
+        :class:`~chongming.errors.ChildCycle`.
+        """
+        journal = self._durable_journal("ctx.spawn")
+        _check_name_arg("ctx.spawn", "task name", name)
+        if key is not None:
+            _check_name_arg("ctx.spawn", "key", key, longest=1000)
+        if self.stop_requested:
+            raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
+        return await journal.spawn(name, args, kwargs, key)
+
+    async def gather(self, *handles: ChildHandle) -> list[Any]:
+        """The results of the children ``handles``, in their order.
+
+        Waits for every one (parked off the slot on a worker) before it
+        answers: if any did not succeed, it then raises the
+        :class:`~chongming.errors.ChildFailed` of the first such child in
+        ``handles`` order. Each outcome is recorded once; a replay answers
+        the same.
+        """
+        journal = self._durable_journal("ctx.gather")
+        for handle in handles:
+            if not isinstance(handle, ChildHandle):
+                raise ConfigurationError(
+                    f"ctx.gather(): each argument must be a handle from ctx.spawn(), got {handle!r}"
+                )
+        results: list[Any] = []
+        failed: ChildFailed | None = None
+        for handle in handles:
+            try:
+                results.append(await journal.child_result(handle, self._checkpoint_on_loop))
+            except ChildFailed as error:
+                failed = failed or error
+                results.append(None)
+        if failed is not None:
+            raise failed
+        return results
+
+    async def child(self, name: str, /, *args: Any, key: str | None = None, **kwargs: Any) -> Any:
+        """Run the task ``name`` as a child and return its result: ``spawn`` then ``gather``.
+
+        A child that did not succeed raises :class:`~chongming.errors.ChildFailed`
+        (its id, status and failure text), which this task may catch.
+        """
+        handle = await self.spawn(name, *args, key=key, **kwargs)
+        (result,) = await self.gather(handle)
+        return result
+
+    async def enqueue(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """``controller.enqueue(name, ...)`` on the controller that runs this task.
+
+        Not memoised: put it in a ``ctx.step`` with an ``idempotency_key``,
+        or use :meth:`spawn`, for once per task.
+        """
+        return await self._durable_journal("ctx.enqueue").enqueue(name, args, kwargs)
+
+    async def signal(
+        self, task_id: str, name: str, payload: Any = None, *, key: str | None = None
+    ) -> bool:
+        """``controller.signal(...)`` on the controller that runs this task: send a fact."""
+        return await self._durable_journal("ctx.signal").signal(task_id, name, payload, key)
+
+    def _durable_journal(self, call: str) -> StepJournal:
+        journal = self.journal
+        if journal is None:
+            raise CheckpointMisuse(
+                f"{call}() needs a durable task: register {self.name!r} with durable=True "
+                "on a controller with a store"
+            )
+        journal.check_fenced()
+        return journal
 
     # -- control ---------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-__all__ = ["MAX_WAIT", "EffectInfo", "ParkRequest", "StepJournal", "StepObserver"]
+__all__ = ["MAX_WAIT", "ChildHandle", "EffectInfo", "ParkRequest", "StepJournal", "StepObserver"]
 
 #: The longest durable sleep, fact timeout or poll interval (seconds): 100 years.
 #: Longer is no deadline a store can keep well; a wait without one is ``timeout=None``.
@@ -40,6 +40,18 @@ class EffectInfo:
 
     idempotency_key: str
     resumed: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ChildHandle:
+    """A child task ``ctx.spawn`` enqueued: await it with ``ctx.gather(handle)``.
+
+    ``task_id`` is the child's id in the store (``chongming status`` shows it,
+    with this task as its parent); ``name`` the task name it runs.
+    """
+
+    task_id: str
+    name: str
 
 
 #: Wraps one durable call: ``observe(kind, name, journal, call)`` returns ``call``
@@ -103,3 +115,17 @@ class StepJournal(Protocol):
         self, name: str, seconds: float, *, beat: Callable[[], Awaitable[None]]
     ) -> None:
         """Sleep until a wake-up time recorded once."""
+
+    async def spawn(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str | None
+    ) -> ChildHandle:
+        """Enqueue a child task once per task (a memoised step); its handle."""
+
+    async def child_result(self, handle: ChildHandle, beat: Callable[[], Awaitable[None]]) -> Any:
+        """The child's result, or :class:`~chongming.errors.ChildFailed`; decided once."""
+
+    async def enqueue(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``controller.enqueue`` on the controller that runs this task."""
+
+    async def signal(self, task_id: str, name: str, payload: Any, key: str | None) -> bool:
+        """``controller.signal`` on the controller that runs this task."""

@@ -424,7 +424,10 @@ async def test_step_names_of_the_runtime_are_refused(tmp_path: Path) -> None:
         async with worker:
             final = await queued.wait(timeout=20)
     assert final.failure is not None
-    assert "names starting with 'fact:' or 'sleep:' are the runtime's own" in final.failure.message
+    assert (
+        "names starting with 'fact:', 'sleep:' or 'child:' are the runtime's own"
+        in final.failure.message
+    )
     assert RAN == {}
 
 

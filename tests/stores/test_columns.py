@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from chongming.errors import ConfigurationError
-from chongming.stores.columns import IDENTITY_COLUMNS, MUTABLE_COLUMNS, TASK_COLUMNS, Role
+from chongming.stores.columns import (
+    IDENTITY_COLUMNS,
+    LINK_COLUMNS,
+    MUTABLE_COLUMNS,
+    TASK_COLUMNS,
+    Role,
+)
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.stores.sqlite import SqliteTaskStore
 from tests.stores.pg_support import PgStoreFactory, admin_connection, require_postgres
@@ -32,7 +38,8 @@ async def test_the_sqlite_schema_is_the_column_table() -> None:
         conn = store._writer_conn  # the schema as SQLite reports it
         assert conn is not None
         found = [(row[1], row[2]) for row in await conn.fetchall("PRAGMA table_info(tasks)")]
-    assert found == [(c.name, c.sqlite) for c in TASK_COLUMNS]
+    links = [(name, sqlite) for name, sqlite, _ in LINK_COLUMNS]
+    assert found == [(c.name, c.sqlite) for c in TASK_COLUMNS] + links
 
 
 @pytest.mark.postgres
@@ -50,6 +57,7 @@ async def test_the_postgres_schema_is_the_column_table() -> None:
             )
         found = [(row["attname"], row["type"]) for row in rows]
         expected = [(c.name, _PG_TYPES.get(c.postgres, c.postgres)) for c in TASK_COLUMNS]
+        expected += [(name, postgres) for name, _, postgres in LINK_COLUMNS]
         assert found == expected
     finally:
         await factory.cleanup()

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
+    ChildContract,
     ClusterLimitContract,
-    DurableContract,
     GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
@@ -36,7 +36,7 @@ class ManualClock:
 class TestInMemoryContract(
     StoreContract,
     ClusterLimitContract,
-    DurableContract,
+    ChildContract,
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,

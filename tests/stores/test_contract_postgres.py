@@ -6,8 +6,8 @@ import pytest
 
 from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
+    ChildContract,
     ClusterLimitContract,
-    DurableContract,
     GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.postgres
 class TestPostgresContract(
     StoreContract,
     ClusterLimitContract,
-    DurableContract,
+    ChildContract,
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,

@@ -9,8 +9,8 @@ import pytest
 from chongming.stores.base import TaskStore
 from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
+    ChildContract,
     ClusterLimitContract,
-    DurableContract,
     GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
@@ -24,7 +24,7 @@ from chongming.testing.store_contract import (
 class TestSqliteFileContract(
     StoreContract,
     ClusterLimitContract,
-    DurableContract,
+    ChildContract,
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,
@@ -43,7 +43,7 @@ class TestSqliteFileContract(
 class TestSqliteMemoryContract(
     StoreContract,
     ClusterLimitContract,
-    DurableContract,
+    ChildContract,
     TraceCarrierContract,
     RateLimitContract,
     PoolClaimContract,

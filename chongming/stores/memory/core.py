@@ -58,7 +58,7 @@ class CoreOnMemory(MemoryState, CoreStore):
             raise TaskNotFound(snapshot.task_id)
         if current.status_version != expect_version:
             raise VersionConflict(snapshot.task_id, expect_version, current.status_version)
-        self._tasks[snapshot.task_id] = stored
+        self._stored(stored)
         self._append(transitions)
 
     async def apply_writes(self, writes: Sequence[StateWrite]) -> list[WriteResult]:
@@ -101,7 +101,10 @@ class CoreOnMemory(MemoryState, CoreStore):
                 and type(s.kwargs) is dict
             ):
                 s = as_stored(snapshot, None)
-            tasks[task_id] = s
+            if s.status.is_terminal and task_id in self._parents:
+                self._stored(s)
+            else:
+                tasks[task_id] = s
             versions = self._history.get(task_id)
             if versions is None:
                 versions = self._history[task_id] = {}

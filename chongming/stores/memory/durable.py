@@ -10,7 +10,6 @@ from typing import Any
 
 from chongming.errors import FactConflict, TaskNotFound
 from chongming.state.payload import json_form
-from chongming.state.status import TaskStatus
 from chongming.stores.durable import (
     Commit,
     CommitFailed,
@@ -89,23 +88,24 @@ class DurableOnMemory(MemoryState, DurableStore):
         self._check_open()
         return self._wake(task_id, name)
 
-    def _wake(self, task_id: str, name: str) -> bool:
-        task = self._tasks.get(task_id)
-        if (
-            task is None
-            or task.status is not TaskStatus.QUEUED
-            or task.owner is not None
-            or task.not_before is None
-            or name not in self._facts.get(task_id, {})
-        ):
-            return False
-        steps = self._steps.get(task_id, {})
-        deadlines = sum(1 for step_name, _ in steps if step_name == f"fact:{name}:deadline")
-        decided = sum(1 for step_name, _ in steps if step_name == f"fact:{name}")
-        if deadlines <= decided:
-            return False
-        self._tasks[task_id] = dataclasses.replace(task, not_before=None)
-        return True
+    async def link_child(self, parent_id: str, child_id: str) -> None:
+        self._check_open()
+        if parent_id not in self._tasks:
+            raise TaskNotFound(parent_id)
+        child = self._tasks.get(child_id)
+        if child is None:
+            raise TaskNotFound(child_id)
+        self._parents.setdefault(child_id, parent_id)
+        if child.status.is_terminal:
+            self._deliver_end(self._parents[child_id], child)
+
+    async def parent_of(self, task_id: str) -> str | None:
+        self._check_open()
+        return self._parents.get(task_id)
+
+    async def children_of(self, task_id: str) -> list[str]:
+        self._check_open()
+        return sorted(child for child, parent in self._parents.items() if parent == task_id)
 
     async def get_fact(self, task_id: str, name: str) -> Fact | None:
         self._check_open()

@@ -37,6 +37,7 @@ class RetentionOnMemory(MemoryState, RetentionStore):
             self._runs.pop(task_id, None)
             self._steps.pop(task_id, None)
             self._facts.pop(task_id, None)
+            self._parents.pop(task_id, None)
         for key in [key for key, (task_id, _) in self._keys.items() if task_id in doomed]:
             del self._keys[key]
         for effect in [effect for effect in self._effects if effect[0] in doomed]:

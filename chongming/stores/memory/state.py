@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 from chongming.errors import StoreClosed
 from chongming.state.payload import DEFAULT_MAX_PAYLOAD_BYTES, check_limit
 from chongming.state.records import TaskSnapshot, Transition
+from chongming.state.status import TaskStatus
+from chongming.stores.children import child_end, child_fact_name
 from chongming.stores.durable import DurableRun, Fact, StepRecord
 from chongming.stores.nodes import Command, NodeRecord
 from chongming.stores.rates import RateLimit
@@ -54,6 +57,7 @@ class MemoryState:
         self._facts: dict[str, dict[str, Fact]] = {}
         self._effects: dict[tuple[str, str], tuple[bool, Any]] = {}  # -> (done, result)
         self._schedules: dict[str, ScheduleRecord] = {}
+        self._parents: dict[str, str] = {}  # child task id -> its parent's (ctx.child)
         self._hint: asyncio.Event | None = None
         self._closed = False
 
@@ -68,6 +72,42 @@ class MemoryState:
         for transition in transitions:
             versions = self._history.setdefault(transition.task_id, {})
             versions.setdefault(transition.version, utc_transition(transition))
+
+    def _stored(self, snapshot: TaskSnapshot) -> None:
+        """Every write of a task row ends here: a child's end is its parent's fact at once."""
+        self._tasks[snapshot.task_id] = snapshot
+        if snapshot.status.is_terminal:
+            parent = self._parents.get(snapshot.task_id)
+            if parent is not None:
+                self._deliver_end(parent, snapshot)
+
+    def _deliver_end(self, parent: str, child: TaskSnapshot) -> None:
+        """The child's end as the parent's fact ``child:<id>`` (set once), and wake the parent."""
+        if parent not in self._tasks:
+            return
+        name = child_fact_name(child.task_id)
+        facts = self._facts.setdefault(parent, {})
+        if name not in facts:
+            facts[name] = Fact(task_id=parent, name=name, payload=child_end(child))
+        self._wake(parent, name)
+
+    def _wake(self, task_id: str, name: str) -> bool:
+        task = self._tasks.get(task_id)
+        if (
+            task is None
+            or task.status is not TaskStatus.QUEUED
+            or task.owner is not None
+            or task.not_before is None
+            or name not in self._facts.get(task_id, {})
+        ):
+            return False
+        steps = self._steps.get(task_id, {})
+        deadlines = sum(1 for step_name, _ in steps if step_name == f"fact:{name}:deadline")
+        decided = sum(1 for step_name, _ in steps if step_name == f"fact:{name}")
+        if deadlines <= decided:
+            return False
+        self._tasks[task_id] = dataclasses.replace(task, not_before=None)
+        return True
 
     def _own_node(self, owner: str, incarnation: str) -> NodeRecord | None:
         current = self._nodes.get(owner)

@@ -81,6 +81,26 @@ class DurableStore(Protocol):
         """
         raise NotImplementedError(f"{type(self).__name__} has no durable execution")
 
+    async def link_child(self, parent_id: str, child_id: str) -> None:
+        """Make ``parent_id`` the parent of ``child_id`` (set once; a second link is a no-op).
+
+        From then on the child's terminal transition writes, in its own
+        transaction, the parent's fact ``child:<child_id>`` valued
+        ``{"status", "result", "failure"}`` and wakes the parent parked for it
+        (:mod:`chongming.stores.children`). A child already ended gets its fact
+        written here, in this transaction. An unknown task raises
+        :class:`~chongming.errors.TaskNotFound`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def parent_of(self, task_id: str) -> str | None:
+        """The parent of a child task (see :meth:`link_child`), or None."""
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
+    async def children_of(self, task_id: str) -> list[str]:
+        """The ids of a task's children, sorted."""
+        raise NotImplementedError(f"{type(self).__name__} has no durable execution")
+
     async def get_fact(self, task_id: str, name: str) -> Fact | None:
         """The fact ``name`` of a task, if it was sent."""
         raise NotImplementedError(f"{type(self).__name__} has no durable execution")

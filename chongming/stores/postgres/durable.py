@@ -21,7 +21,7 @@ from typing import Any
 
 from chongming.errors import FactConflict, StoreError, TaskNotFound
 from chongming.state.payload import json_form
-from chongming.state.status import CARRIER_STATUSES
+from chongming.state.status import CARRIER_STATUSES, TERMINAL_STATUSES
 from chongming.stores.durable import (
     Commit,
     CommitFailed,
@@ -38,6 +38,8 @@ from chongming.stores.durable import (
 )
 from chongming.stores.postgres.commands import channel_for
 from chongming.stores.postgres.schema import quote_schema
+
+_ENDED = ", ".join(f"'{status.value}'" for status in sorted(TERMINAL_STATUSES))
 
 __all__ = ["DurableMethods", "DurableOnPostgres"]
 
@@ -80,6 +82,7 @@ class DurableOnPostgres:
         self, schema: str, *, run: Runner, limit: int | None, queue_channel: str = ""
     ) -> None:
         self._run = run
+        self._schema = schema
         self._queue_channel = queue_channel
         self._limit = limit
         self._task = f"SELECT status, owner FROM {schema}.tasks WHERE task_id = $1 FOR SHARE"
@@ -313,6 +316,41 @@ class DurableOnPostgres:
         )
         return bool(woken)
 
+    async def link_child(self, parent_id: str, child_id: str) -> None:
+        schema = self._schema
+
+        async def link(conn: Any) -> None:
+            # Safe to run again: the parent is set once, and the fact is set once.
+            async with conn.transaction():
+                # Not locked: the child's end locks child then parent (its trigger).
+                found = f"SELECT 1 FROM {schema}.tasks WHERE task_id = $1"
+                if await conn.fetchval(found, parent_id) is None:
+                    raise TaskNotFound(parent_id)
+                ended = await conn.fetchval(
+                    f"UPDATE {schema}.tasks SET parent_id = coalesce(parent_id, $2)"
+                    f" WHERE task_id = $1 RETURNING status IN ({_ENDED})",
+                    child_id,
+                    parent_id,
+                )
+                if ended is None:
+                    raise TaskNotFound(child_id)
+                if ended:  # ended before the link: its trigger saw no parent; fire it now
+                    await conn.execute(
+                        f"UPDATE {schema}.tasks SET status = status WHERE task_id = $1", child_id
+                    )
+
+        await self._run(f"linking child {child_id!r} to {parent_id!r}", link)
+
+    async def parent_of(self, task_id: str) -> str | None:
+        sql = f"SELECT parent_id FROM {self._schema}.tasks WHERE task_id = $1"
+        found: str | None = await self._run("reading a parent", lambda c: c.fetchval(sql, task_id))
+        return found
+
+    async def children_of(self, task_id: str) -> list[str]:
+        sql = f"SELECT task_id FROM {self._schema}.tasks WHERE parent_id = $1 ORDER BY task_id"
+        rows = await self._run("reading children", lambda c: c.fetch(sql, task_id))
+        return [row["task_id"] for row in rows]
+
     async def facts(self, task_id: str, name: str | None = None) -> list[Fact]:
         rows = await self._run("reading facts", lambda c: c.fetch(self._facts, task_id, name))
         return [
@@ -365,6 +403,15 @@ class DurableMethods:
 
     async def wake_for_fact(self, task_id: str, name: str) -> bool:
         return await self._durable.wake_for_fact(task_id, name)
+
+    async def link_child(self, parent_id: str, child_id: str) -> None:
+        await self._durable.link_child(parent_id, child_id)
+
+    async def parent_of(self, task_id: str) -> str | None:
+        return await self._durable.parent_of(task_id)
+
+    async def children_of(self, task_id: str) -> list[str]:
+        return await self._durable.children_of(task_id)
 
     async def get_fact(self, task_id: str, name: str) -> Fact | None:
         found = await self._durable.facts(task_id, name)

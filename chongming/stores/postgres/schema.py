@@ -23,6 +23,8 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
 _FILE_NAME = re.compile(r"^postgres_(\d{4})_(\w+)\.sql$")
 _SCHEMA_TOKEN = "@schema"
+#: The schema's queue NOTIFY channel (a trigger that makes a task claimable notifies it).
+_CHANNEL_TOKEN = "@queue_channel"
 
 
 def _load() -> tuple[tuple[int, str], ...]:
@@ -135,7 +137,11 @@ async def _migrate(conn: Any, schema: str, quoted: str) -> int:
         current = 0 if current is None else int(current)
         for number, ddl in MIGRATIONS:
             if number > current:
-                await conn.execute(ddl.replace(_SCHEMA_TOKEN, quoted))
+                from chongming.stores.postgres.commands import channel_for
+
+                channel = channel_for(schema + "/queue")
+                ddl = ddl.replace(_CHANNEL_TOKEN, channel).replace(_SCHEMA_TOKEN, quoted)
+                await conn.execute(ddl)
                 await conn.execute(
                     f"INSERT INTO {quoted}.schema_version (version) VALUES ($1)", number
                 )

@@ -17,7 +17,7 @@ from typing import Any
 
 from chongming.errors import FactConflict, TaskNotFound
 from chongming.state.payload import json_form
-from chongming.state.status import CARRIER_STATUSES
+from chongming.state.status import CARRIER_STATUSES, TERMINAL_STATUSES
 from chongming.stores.codec import dump
 from chongming.stores.durable import (
     Commit,
@@ -41,7 +41,15 @@ __all__ = ["ACTIONS", "DurableOnSqlite", "run_action"]
 
 #: The writer actions this module answers.
 ACTIONS = frozenset(
-    {"durable_begin", "step_record", "fact_put", "fact_wake", "effect_begin", "effect_finish"}
+    {
+        "durable_begin",
+        "step_record",
+        "fact_put",
+        "fact_wake",
+        "effect_begin",
+        "effect_finish",
+        "child_link",
+    }
 )
 
 _ATTEMPT_MAY_START = ("starting", "running")
@@ -112,6 +120,28 @@ def _wake(conn: sqlite3.Connection, task_id: str, name: str) -> bool:
     return conn.execute(_WAKE, params).rowcount == 1
 
 
+def _link_child(conn: sqlite3.Connection, parent_id: str, child_id: str) -> None:
+    """Set the child's parent once; a child already ended delivers its end now.
+
+    ``SET status = status`` fires the child-end trigger (migration 0013) on the
+    ended row, in this transaction: the same fact its terminal write makes.
+    """
+    if conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (parent_id,)).fetchone() is None:
+        raise TaskNotFound(parent_id)
+    if conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (child_id,)).fetchone() is None:
+        raise TaskNotFound(child_id)
+    conn.execute(
+        "UPDATE tasks SET parent_id = ? WHERE task_id = ? AND parent_id IS NULL",
+        (parent_id, child_id),
+    )
+    conn.execute(
+        f"UPDATE tasks SET status = status WHERE task_id = ? AND status IN ({_ENDED})", (child_id,)
+    )
+
+
+_ENDED = ", ".join(f"'{status.value}'" for status in sorted(TERMINAL_STATUSES))
+
+
 def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], now: int) -> Any:
     if action == "durable_begin":
         return _begin(conn, *params, now=now)
@@ -121,6 +151,8 @@ def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], n
         return _put_fact(conn, *params, now=now)
     if action == "fact_wake":
         return _wake(conn, *params)
+    if action == "child_link":
+        return _link_child(conn, *params)
     if action == "effect_begin":
         return _begin_effect(conn, *params, now=now)
     if action == "effect_finish":
@@ -294,6 +326,19 @@ class DurableOnSqlite(SqliteInternals, DurableStore):
     async def wake_for_fact(self, task_id: str, name: str) -> bool:
         woken: bool = await self._node_op("fact_wake", task_id, name)
         return woken
+
+    async def link_child(self, parent_id: str, child_id: str) -> None:
+        await self._node_op("child_link", parent_id, child_id)
+
+    async def parent_of(self, task_id: str) -> str | None:
+        rows = list(await self._read("SELECT parent_id FROM tasks WHERE task_id = ?", (task_id,)))
+        return None if not rows else rows[0][0]
+
+    async def children_of(self, task_id: str) -> list[str]:
+        rows = await self._read(
+            "SELECT task_id FROM tasks WHERE parent_id = ? ORDER BY task_id", (task_id,)
+        )
+        return [row[0] for row in rows]
 
     async def get_fact(self, task_id: str, name: str) -> Fact | None:
         rows = list(await self._read(f"{_SELECT_FACTS} AND name = ?", (task_id, name)))

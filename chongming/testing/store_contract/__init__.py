@@ -56,7 +56,8 @@ take a pool's ``tags=`` mixes in :class:`PoolClaimContract`; one with
 ``start_claimed`` mixes in :class:`StartClaimedContract` (with rate limits
 too: :class:`GrantedClaimContract`, which includes it); one that prunes
 (``prune_tasks``) mixes in :class:`RetentionContract`; one with schedules
-(``fire_schedule``) mixes in :class:`ScheduleContract`; one with the
+(``fire_schedule``) mixes in :class:`ScheduleContract`; one with child
+tasks (``link_child``) mixes in :class:`ChildContract`; one with the
 dashboard's activity reads (``end_counts``, ``recent_durations``,
 ``oldest_queued``) mixes in :class:`ActivityContract`; one with
 ``search_tasks`` mixes in :class:`SearchContract`; one with
@@ -83,6 +84,7 @@ from chongming.testing.store_contract._support import next_step as next_step
 from chongming.testing.store_contract.activity import ActivityContract
 from chongming.testing.store_contract.answers import AnswerContract
 from chongming.testing.store_contract.carriers import TraceCarrierContract
+from chongming.testing.store_contract.children import ChildContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.durable import DurableContract
 from chongming.testing.store_contract.granted_starts import (
@@ -107,6 +109,7 @@ from chongming.testing.store_contract.writes import WriteContract
 __all__ = [
     "HOSTILE_STRINGS",
     "ActivityContract",
+    "ChildContract",
     "ClusterLimitContract",
     "DurableContract",
     "GrantedClaimContract",

@@ -1,0 +1,88 @@
+"""Fan-out of N child tasks and gather, vs the same N tasks enqueued directly and awaited.
+
+Both sides run on one SQLite file with one worker (``max_parallel`` slots) in
+this process. ``children``: one durable parent spawns N ``trivial`` children
+(``ctx.spawn``, a memoised enqueue each) and gathers them (``ctx.gather``:
+each end is a fact written in the child's terminal transaction; the parent
+parks until the next child it waits for ends). ``direct``: a client
+enqueues the same N tasks and awaits each ``QueuedTask.wait``. The ratio is
+direct / children throughput (the issue asks for >= 0.5x, i.e. a ratio <= 2).
+
+Run: ``.venv/bin/python benchmarks/bench_children.py`` (``--n 200`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from chongming import Controller
+
+
+async def trivial(ctx: Any, n: int) -> int:
+    return n
+
+
+async def fan(ctx: Any, count: int) -> int:
+    handles = [await ctx.spawn("trivial", n) for n in range(count)]
+    results = await ctx.gather(*handles)
+    return sum(results)
+
+
+def _register(controller: Controller) -> None:
+    controller.register("trivial", trivial)
+    controller.register("fan", fan, durable=True)
+
+
+def _worker(db: Path, slots: int) -> Controller:
+    worker = Controller(store=db, owner="worker", work=True, max_parallel=slots, poll_interval=0.01)
+    _register(worker)
+    return worker
+
+
+async def children(db: Path, count: int, slots: int) -> float:
+    async with Controller(store=db, owner="client") as client:
+        _register(client)
+        async with _worker(db, slots):
+            started = time.perf_counter()
+            parent = await client.enqueue("fan", count)
+            final = await parent.wait(timeout=600)
+            elapsed = time.perf_counter() - started
+        assert final.result == count * (count - 1) // 2, final
+    return elapsed
+
+
+async def direct(db: Path, count: int, slots: int) -> float:
+    async with Controller(store=db, owner="client") as client:
+        _register(client)
+        async with _worker(db, slots):
+            started = time.perf_counter()
+            queued = [await client.enqueue("trivial", n) for n in range(count)]
+            finals = [await task.wait(timeout=600) for task in queued]
+            elapsed = time.perf_counter() - started
+        assert sum(int(str(final.result)) for final in finals) == count * (count - 1) // 2
+    return elapsed
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--slots", type=int, default=8)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        fan_out = await children(root / "children.db", options.n, options.slots)
+        baseline = await direct(root / "direct.db", options.n, options.slots)
+    print(f"children: {options.n} spawned + gathered in {fan_out:.2f} s "
+          f"({options.n / fan_out:.0f} children/s)")  # fmt: skip
+    print(f"direct:   {options.n} enqueued + awaited in {baseline:.2f} s "
+          f"({options.n / baseline:.0f} tasks/s)")  # fmt: skip
+    print(f"children throughput / direct throughput: {baseline / fan_out:.2f}x")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

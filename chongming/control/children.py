@@ -1,0 +1,183 @@
+"""Child tasks of a durable task: a memoised enqueue, then a wait for the child's end.
+
+``ctx.spawn(name, ...)`` enqueues the child by registered name (any worker
+that serves it may run it) inside a memoised step, ``child:enqueue``: its
+idempotency key is the caller's ``key`` or ``<parent id>:child:<occurrence>``,
+the same in every attempt, so a replay neither enqueues twice nor, once the
+step is recorded, enqueues at all. The step also links the child to its
+parent in the store; from then on the child's terminal transaction writes the
+parent's fact ``child:<child id>`` (:mod:`chongming.stores.children`) and
+wakes the parent if it is parked for it. Waiting for a child is a fact wait
+without a deadline: on a worker the parent parks off its slot until the child
+ends; the outcome is recorded once and replays the same.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from chongming.control.outages import through_outages
+from chongming.errors import (
+    CheckpointMisuse,
+    ChildCycle,
+    ChildFailed,
+    ConfigurationError,
+    UnknownTask,
+)
+from chongming.stores.base import TaskStore
+from chongming.stores.children import child_fact_name
+from chongming.task_api.journal import ChildHandle
+
+__all__ = ["CHILD_STEP", "TaskPlane", "child_result", "spawn_child", "stop_children"]
+
+#: The memoised step each enqueue of a child is recorded under.
+CHILD_STEP = "child:enqueue"
+#: How often a parent that cannot park (not a worker's claim) looks for its child's end.
+POLL = 0.05
+#: Ancestors looked at for a cycle (a deeper tree is not walked further).
+MAX_DEPTH = 1000
+
+
+class TaskPlane(Protocol):
+    """What a durable task reaches its plane through: the controller that runs it."""
+
+    @property
+    def registry(self) -> Any: ...
+
+    async def enqueue(self, name: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    async def signal(
+        self, task_id: str, name: str, payload: Any = None, *, key: str | None = None
+    ) -> bool: ...
+
+
+class ChildJournal(Protocol):
+    """The journal methods a child's enqueue and wait are built of (control/durable.py)."""
+
+    task_id: str
+
+    def occurrence_of(self, name: str) -> int: ...
+
+    async def step(
+        self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any: ...
+
+    async def wait_for_fact(
+        self,
+        name: str,
+        *,
+        timeout: float | None,
+        check: Callable[[], Any] | None,
+        poll_interval: float,
+        beat: Callable[[], Awaitable[None]],
+    ) -> Any: ...
+
+
+async def spawn_child(
+    journal: ChildJournal,
+    store: TaskStore,
+    plane: TaskPlane | None,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    key: str | None,
+) -> ChildHandle:
+    """Enqueue the child once per task (memoised); its handle. Bad input writes nothing."""
+    parent = journal.task_id
+    if plane is None:
+        raise CheckpointMisuse(
+            "ctx.child() needs the controller that runs this task; this journal has none "
+            "(run the task on a Controller with a store)"
+        )
+    registry = plane.registry
+    if name not in registry:
+        raise UnknownTask(name, tuple(registry.names))
+    registry.get(name).bind_check(args, kwargs)
+    if key is not None:
+        await _refuse_cycle(store, parent, name, key)
+    idempotency_key = (
+        key if key is not None else f"{parent}:child:{journal.occurrence_of(CHILD_STEP)}"
+    )
+
+    async def enqueue() -> str:
+        queued = await plane.enqueue(name, *args, idempotency_key=idempotency_key, **kwargs)
+        child_id: str = queued.task_id
+        await through_outages(lambda: store.link_child(parent, child_id))
+        linked = await through_outages(lambda: store.parent_of(child_id))
+        if linked != parent:  # the key named another task's child: it would never answer here
+            raise ConfigurationError(
+                f"ctx.child({name!r}, key={idempotency_key!r}): that key names task "
+                f"{child_id!r}, a child of {linked!r}, not of this task; a child has one "
+                "parent: give this child a key of its own"
+            )
+        return child_id
+
+    child_id = await journal.step(CHILD_STEP, enqueue, (), {})
+    return ChildHandle(task_id=str(child_id), name=name)
+
+
+async def child_result(
+    journal: ChildJournal, handle: ChildHandle, beat: Callable[[], Awaitable[None]]
+) -> Any:
+    """The child's result, or :class:`ChildFailed`: a fact wait without a deadline."""
+    end = await journal.wait_for_fact(
+        child_fact_name(handle.task_id), timeout=None, check=None, poll_interval=POLL, beat=beat
+    )
+    end = end if isinstance(end, dict) else {}
+    status = str(end.get("status", "unknown"))
+    if status == "succeeded":
+        return end.get("result")
+    failure = end.get("failure")
+    failure = failure if isinstance(failure, dict) else {}
+    raise ChildFailed(
+        handle.task_id,
+        status,
+        str(failure.get("message") or f"the child ended {status}"),
+        str(failure.get("exception_type") or ""),
+    )
+
+
+async def stop_children(
+    store: TaskStore,
+    stop: Callable[..., Awaitable[bool]],
+    parent: str,
+    reason: str | None,
+    actor: str,
+) -> None:
+    """Ask each unfinished child of ``parent`` to stop (``stop`` cascades to theirs).
+
+    The child's stop is recorded with the parent's ``reason`` (or says its
+    parent was stopped). A store without child tasks has none to stop.
+    """
+    try:
+        children = await store.children_of(parent)
+    except NotImplementedError:
+        return
+    why = reason if reason is not None else f"its parent {parent!r} was stopped"
+    unfinished = []
+    for child in children:
+        snapshot = await store.get(child)
+        if snapshot is not None and not snapshot.status.is_terminal:
+            unfinished.append(snapshot)
+    # Those waiting in the queue first: each is written stopped at once, so the
+    # slot a running child frees when it stops cannot go to one of them.
+    unfinished.sort(key=lambda snapshot: snapshot.owner is not None)
+    for snapshot in unfinished:
+        await stop(snapshot.task_id, reason=why, actor=actor)
+
+
+async def _refuse_cycle(store: TaskStore, parent: str, name: str, key: str) -> None:
+    """A ``key`` under which this task or an ancestor was enqueued, with the same name."""
+    task_id: str | None = parent
+    for _ in range(MAX_DEPTH):
+        if task_id is None:
+            return
+        current = task_id
+        snapshot = await through_outages(functools.partial(store.get, current))
+        if snapshot is None:
+            return
+        if snapshot.name == name and snapshot.idempotency_key == key:
+            raise ChildCycle(name, key, current)
+        task_id = await through_outages(functools.partial(store.parent_of, current))
