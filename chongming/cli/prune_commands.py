@@ -184,7 +184,8 @@ async def run_prune(controller: Controller, request: PruneRequest) -> PruneRepor
 
 
 async def _check_named(store: TaskStore, task_ids: frozenset[str], cut: datetime) -> None:
-    """Every task named by ``--id`` exists, is terminal and finished before ``cut``."""
+    """Every task named by ``--id`` exists, is terminal, finished before ``cut`` and has
+    no child still alive."""
     from chongming.errors import TaskNotFound, TaskNotPrunable
 
     for task_id in sorted(task_ids):
@@ -195,6 +196,14 @@ async def _check_named(store: TaskStore, task_ids: frozenset[str], cut: datetime
             raise TaskNotPrunable(task_id, f"is {snapshot.status}, not terminal")
         if snapshot.finished_at is None or snapshot.finished_at >= cut:
             raise TaskNotPrunable(task_id, f"finished after the cut ({cut.isoformat()})")
+        try:
+            children = await store.children_of(task_id)
+        except NotImplementedError:
+            children = []
+        for child in children:
+            found = await store.get(child)
+            if found is not None and not found.status.is_terminal:
+                raise TaskNotPrunable(task_id, f"its child {child!r} is {found.status}")
 
 
 def _as_json(request: PruneRequest, report: PruneReport) -> dict[str, Any]:

@@ -15,10 +15,11 @@ trace carrier) once it has been finished longer than its period. The rules
   a key therefore answers for at least that long after its task ended, which
   is what a late retry of an enqueue (the outbox relay's replay after a crash)
   relies on. A shorter period is :class:`RetentionTooShort`.
-- Dependants: nothing in the schema links a task to tasks it enqueued today
-  (a parent waiting for a child is itself active, so it is kept). When a
-  parent link exists, :data:`DEPENDANTS_RULE` is the one rule every backend
-  must add: a task with a non-terminal child is kept.
+- Dependants: a child task names its parent (``parent_id``, ``ctx.child``),
+  and every backend's selection adds :data:`DEPENDANTS_RULE`: a task with a
+  child that is not terminal is kept. A finished child may go before its
+  parent: its end is stored as the parent's fact, which is what the parent
+  reads.
 
 :class:`Retention` is the controller's setting (terminal, failed and by-name
 periods); :func:`selections` turns it into :class:`PruneSelection` records,
@@ -73,7 +74,7 @@ TASK_TABLES = (
     "durable_effects",
     "trace_carriers",
 )
-#: What issue 24 (children) adds to every backend's selection once a parent link exists.
+#: What every backend's selection adds (the ``NOT EXISTS`` of a live child).
 DEPENDANTS_RULE = "a task with a child that is not terminal is never pruned"
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*(w|d|h|m|s)$")

@@ -154,3 +154,21 @@ def test_worker_retention_flags_become_the_controllers_setting() -> None:
         terminal=timedelta(days=7), failed=timedelta(days=30)
     )
     assert retention_of(None, "30d") == Retention(terminal=None, failed=timedelta(days=30))
+
+
+async def _family(db: Path) -> None:
+    async with SqliteTaskStore(db) as store:
+        await store.create(_finished("old-parent", _S.SUCCEEDED, timedelta(days=30)))
+        await store.create(_finished("kid", _S.RUNNING, timedelta(days=30)))
+        await store.link_child("old-parent", "kid")
+
+
+def test_a_parent_whose_child_lives_is_kept_and_refused_by_id(tmp_path: Path) -> None:
+    db = tmp_path / "family.db"
+    asyncio.run(_family(db))
+    message = assert_one_line_error(invoke(db, "prune", "--id", "old-parent"))
+    assert "task 'old-parent'" in message
+    assert "its child 'kid' is running" in message
+    data = as_json(invoke(db, "prune", "--json"))
+    assert data["tasks"] == 0  # the parent stays while its child runs
+    assert asyncio.run(_left(db)) == {"old-parent", "kid"}

@@ -13,10 +13,17 @@ class RetentionOnMemory(MemoryState, RetentionStore):
     """Delete terminal tasks and every dict entry keyed by them (nothing is awaited)."""
 
     def _prunable(self, selection: PruneSelection) -> list[str]:
+        # a parent stays while a child of its lives (the child's end is the parent's fact)
+        raising = {
+            parent
+            for child, parent in self._parents.items()
+            if (task := self._tasks.get(child)) is not None and not task.status.is_terminal
+        }
         found = [
             (snapshot.finished_at, task_id)
             for task_id, snapshot in self._tasks.items()
-            if selection.matches(
+            if task_id not in raising
+            and selection.matches(
                 status=snapshot.status,
                 name=snapshot.name,
                 task_id=task_id,

@@ -54,6 +54,9 @@ def _where(schema: str) -> str:
         " AND ($3::text[] IS NULL OR name = ANY($3::text[]))"
         " AND NOT (name = ANY($4::text[]))"
         " AND ($5::text[] IS NULL OR task_id = ANY($5::text[]))"
+        # a parent stays while a child of its lives (the child's end is the parent's fact)
+        f" AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS c"
+        f" WHERE c.parent_id = {schema}.tasks.task_id AND c.status NOT IN ({_TERMINAL}))"
     )
 
 

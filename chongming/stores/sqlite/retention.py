@@ -41,6 +41,9 @@ _WHERE = (
     " AND (?3 IS NULL OR name IN (SELECT value FROM json_each(?3)))"
     " AND name NOT IN (SELECT value FROM json_each(?4))"
     " AND (?5 IS NULL OR task_id IN (SELECT value FROM json_each(?5)))"
+    # a parent stays while a child of its lives (the child's end is the parent's fact)
+    " AND NOT EXISTS (SELECT 1 FROM tasks AS c WHERE c.parent_id = tasks.task_id"
+    f" AND c.status NOT IN ({_TERMINAL}))"
 )
 _PICK = f"SELECT task_id FROM tasks WHERE {_WHERE} ORDER BY finished_at, task_id LIMIT ?6"
 _COUNT = f"SELECT count(*) FROM tasks WHERE {_WHERE}"

@@ -7,12 +7,14 @@ mix :class:`DurableContract` in too).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from chongming.errors import TaskNotFound
 from chongming.state.records import Failure, FailureKind, TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
+from chongming.stores.retention import PruneSelection
 from chongming.testing.store_contract._support import _raises, make_snapshot, next_step
 from chongming.testing.store_contract.durable import DurableContract
 
@@ -121,3 +123,23 @@ class ChildContract(DurableContract):
             await _raises(TaskNotFound, store.link_child("p-1", "ghost"))
             assert await store.parent_of("c-1") is None
             assert await store.children_of("p-1") == []
+
+    async def test_a_parent_is_not_pruned_while_a_child_of_its_lives(self) -> None:
+        """Retention: a finished parent stays while its child runs, then both may go."""
+        async with self._store() as store:
+            parent = await self._running(store, "p-1")
+            child = await self._queued(store, "c-1")
+            await store.link_child("p-1", "c-1")
+            # the parent was stopped and ended; its child is still queued
+            ended, transition = next_step(parent, _S.SUCCEEDED, owner="node-a")
+            await store.save(ended, expect_version=parent.status_version, transitions=[transition])
+            assert ended.finished_at is not None
+            everything = PruneSelection(finished_before=ended.finished_at + timedelta(days=1))
+            assert await store.count_prunable(everything) == 0
+            assert await store.prune_tasks(everything, limit=10) == 0
+            assert await store.get("p-1") is not None
+            await self._end(store, child, _S.SUCCEEDED, result=1)
+            assert await store.count_prunable(everything) == 2
+            assert await store.prune_tasks(everything, limit=10) == 2
+            assert await store.get("p-1") is None
+            assert await store.get("c-1") is None
