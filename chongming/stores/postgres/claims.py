@@ -340,13 +340,7 @@ class Claims:
         except Exception as error:
             if not is_connection_error(error):
                 self._fail(error, what)
-            self._unresolved.setdefault(owner, set()).add(at)
-            try:
-                return recovered + await self._resolve(owner, what)
-            except StoreError:
-                if recovered:
-                    return recovered  # this claim stays unresolved, for the next call
-                raise
+            return await self._lost(owner, at, what, recovered)
         claimed = [_claimed(row, appended=False) for row in found]
         claimed.sort(key=lambda c: _claim_order(c.snapshot))
         return recovered + claimed
@@ -370,13 +364,7 @@ class Claims:
         except Exception as error:
             if not is_connection_error(error):
                 self._fail(error, what)
-            self._unresolved.setdefault(owner, set()).add(at)
-            try:
-                return recovered + await self._resolve(owner, what)
-            except StoreError:
-                if recovered:
-                    return recovered  # this start stays unresolved, for the next call
-                raise
+            return await self._lost(owner, at, what, recovered)
         order = {task_id: index for index, task_id in enumerate(ids)}
         started = [_claimed(row, appended=False) for row in found]
         started.sort(key=lambda c: order[c.snapshot.task_id])
@@ -447,17 +435,27 @@ class Claims:
         except Exception as error:
             if not is_connection_error(error):
                 self._fail(error, what)
-            self._unresolved.setdefault(owner, set()).add(at)
-            try:
-                started = recovered + await self._resolve(owner, what)
-            except StoreError:
-                if recovered:
-                    return GrantedClaim(started=recovered, grants={}, refused=0)
-                raise
+            started = await self._lost(owner, at, what, recovered)
             return GrantedClaim(started=started, grants={}, refused=0)
         claimed = [_claimed(row, appended=False) for row in found]
         claimed.sort(key=lambda c: _claim_order(c.snapshot))
         return GrantedClaim(started=recovered + claimed, grants=decided, refused=refused)
+
+    async def _lost(
+        self, owner: str, at: datetime, what: str, recovered: list[ClaimedTask]
+    ) -> list[ClaimedTask]:
+        """A start at ``at`` whose answer was lost: what it took, read back by ``at``.
+
+        If even that read fails, the start stays unresolved for the next call
+        (and what earlier ones were found to have taken is answered now).
+        """
+        self._unresolved.setdefault(owner, set()).add(at)
+        try:
+            return recovered + await self._resolve(owner, what)
+        except StoreError:
+            if recovered:
+                return recovered
+            raise
 
     async def _resolve(self, owner: str, what: str) -> list[ClaimedTask]:
         """What earlier started claims of ``owner`` with an unknown outcome took (see above)."""
