@@ -19,7 +19,7 @@ from typing import Any
 from chongming.control.parking import PARK_AFTER
 from chongming.control.plane import ControlPlane
 from chongming.controller.observers import Observers
-from chongming.errors import DuplicateTask, StoreError
+from chongming.errors import DuplicateTask
 from chongming.executors.base import Executor
 from chongming.executors.thread import ThreadExecutor
 from chongming.run.defaults import resolve_executor
@@ -205,29 +205,23 @@ class ControllerHost:
         if self.on_demand is not None and run.tags:
             self.on_demand(run.tags)
 
-    def park(self, run: HostedRun, fact: str | None = None) -> None:
+    def park(self, run: HostedRun) -> None:
         plane = self._plane
         assert plane is not None, "only a worker's claimed runs park"
-        self._tasks.spawn(self._let_go(run, plane, run.status_version, fact))
+        self._tasks.spawn(self._let_go(run, plane, run.status_version))
 
-    async def _let_go(
-        self, run: HostedRun, plane: ControlPlane, version: int, fact: str | None
-    ) -> None:
+    async def _let_go(self, run: HostedRun, plane: ControlPlane, version: int) -> None:
         """Once the parked task is durable in the queue, forget it here (no memory, no count).
 
-        A task waiting for a fact is then woken if the fact came while it was
-        being parked (the fact's own wake found it still running).
+        A fact that came while the task was being parked needs no call from
+        here: the park's own write wakes the task (``TaskStore.wake_for_fact``),
+        so a node killed right after it leaves nothing asleep.
         """
         if await plane.writer.durable(run, version) and run.status is TaskStatus.QUEUED:
             task_run = self._runs.get(run.task_id)
             if task_run is not None:
                 self.forget(task_run)
                 plane.writer.forget(task_run)
-            if fact is not None:
-                try:
-                    await plane.store.wake_for_fact(run.task_id, fact)
-                except StoreError as error:  # the recheck deadline still wakes it
-                    _log.warning("waking parked task %r: %s", run.task_id, error)
         if self.on_finished is not None:
             self.on_finished()  # a worker: claim again, a slot is free
 

@@ -135,4 +135,4 @@ def park(run: RunLifecycle, wake_at: float, fact: Any) -> None:
         run.adopted = dataclasses.replace(stored, not_before=until, owner=None)
     run.owner = None
     run._move(QUEUED, Trigger.PARKED, reason=f"claimable from {waiting}{until.isoformat()}")
-    run.host.park(run, None if fact is None else str(fact))
+    run.host.park(run)

@@ -89,7 +89,7 @@ def give_back(
     when = "now" if until is None else f"from {until.isoformat()}"
     run._move(QUEUED, trigger, reason=f"{why}; claimable {when}")
     resolve_left(run)
-    run.host.park(run, None)
+    run.host.park(run)
 
 
 def resolve_left(run: RunLifecycle) -> None:

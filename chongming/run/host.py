@@ -65,11 +65,11 @@ class RunHost(Protocol):
     def release(self, run: HostedRun) -> None:
         """A dispatched ``run`` gave its slot back (finished, retry wait, lost)."""
 
-    def park(self, run: HostedRun, fact: str | None = None) -> None:
+    def park(self, run: HostedRun) -> None:
         """``run`` (a durable task) went back to the queue until its wake-up time: let it go.
 
-        ``fact``: the fact it waits for; one sent while it was being parked
-        must still wake it.
+        A fact it waits for that was sent while it was being parked is the
+        store's to honour: the park's own write wakes it.
         """
 
     def hands_back(self, run: HostedRun) -> bool:
@@ -184,7 +184,7 @@ class StandaloneHost:
     def release(self, run: HostedRun) -> None:
         pass
 
-    def park(self, run: HostedRun, fact: str | None = None) -> None:
+    def park(self, run: HostedRun) -> None:
         raise RuntimeError("a standalone run cannot park: it has no store to wait in")
 
     def retire(self, run: HostedRun) -> None:

@@ -118,8 +118,9 @@ async def test_a_fact_sent_while_the_task_is_being_parked_still_wakes_it(
     """The fact lands after the waiter's last look but before the park is durable.
 
     The store's wake at ``put_fact`` then finds the task still running, so
-    nothing is woken by it; the parking node's own wake, once the park is
-    durable, must find the fact, or the task would sleep for an hour.
+    nothing is woken by it; the park's own write must find the fact, or the
+    task would sleep for an hour (no later call from the parking node, which
+    could die right after the park, is relied on).
     """
     async with Controller(store=_store(where), owner="client") as client:
         queued = await client.enqueue("waits", task_id="r-1")

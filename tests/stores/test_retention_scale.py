@@ -12,6 +12,10 @@ sets it by hand):
    probe claiming through a connection with ``lock_timeout = 50ms`` is never
    refused (no claim waited on a lock for 50 ms). Rates and latencies are
    printed (``-s``), not asserted.
+
+The comparison in 1 is asserted at full size only: at the reduced size of
+``make test``, beside the rest of the suite, a 300-claim sample's p50 and
+rate are the machine's load more than the table's (it failed there once).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from tests.stores.pg_retention import (
     seed_terminal_sql,
 )
 from tests.stores.pg_support import admin_connection, drop_schema, fresh_name, require_postgres
-from tests.tiers import proof_size
+from tests.tiers import FULL, proof_size
 
 pytestmark = [pytest.mark.postgres, pytest.mark.proof, pytest.mark.slow]
 
@@ -75,8 +79,9 @@ async def test_a_million_terminal_tasks_neither_slow_the_queue_nor_block_claims_
         for kind, (rate, p50, p95) in best.items():
             print(f"{kind:>5}: enqueue {rate:,.0f}/s, claim p50 {p50:.2f} ms, p95 {p95:.2f} ms")
         (empty_rate, empty_p50, _), (full_rate, full_p50, _) = best["empty"], best["full"]
-        assert full_p50 <= empty_p50 * 1.5 + 0.5, best
-        assert full_rate >= empty_rate / 1.5, best
+        if FULL:  # a timing is the pass mark only where it means something: full size
+            assert full_p50 <= empty_p50 * 1.5 + 0.5, best
+            assert full_rate >= empty_rate / 1.5, best
 
         # 2. Prune all of them while a worker drains a queue and a probe claims.
         pool, probe = await lock_timeout_store(dsn, full_schema)

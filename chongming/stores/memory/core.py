@@ -101,8 +101,8 @@ class CoreOnMemory(MemoryState, CoreStore):
                 and type(s.kwargs) is dict
             ):
                 s = as_stored(snapshot, None)
-            if s.status.is_terminal and task_id in self._parents:
-                self._stored(s)
+            if task_id in self._parents or task_id in self._facts:
+                self._stored(s)  # a child's end, a park its fact wakes
             else:
                 tasks[task_id] = s
             versions = self._history.get(task_id)

@@ -75,11 +75,17 @@ class MemoryState:
 
     def _stored(self, snapshot: TaskSnapshot) -> None:
         """Every write of a task row ends here: a child's end is its parent's fact at once."""
-        self._tasks[snapshot.task_id] = snapshot
+        task_id = snapshot.task_id
+        self._tasks[task_id] = snapshot
         if snapshot.status.is_terminal:
-            parent = self._parents.get(snapshot.task_id)
+            parent = self._parents.get(task_id)
             if parent is not None:
                 self._deliver_end(parent, snapshot)
+        elif snapshot.status is TaskStatus.QUEUED and task_id in self._facts:
+            # A park written after its fact came wakes at once (no later call has to).
+            for name in self._facts[task_id]:
+                if self._wake(task_id, name):
+                    break
 
     def _deliver_end(self, parent: str, child: TaskSnapshot) -> None:
         """The child's end as the parent's fact ``child:<id>`` (set once), and wake the parent."""

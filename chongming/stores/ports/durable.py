@@ -74,10 +74,15 @@ class DurableStore(Protocol):
         """Make a task parked waiting for fact ``name`` claimable now, if the fact is there.
 
         Parked waiting: ``queued``, unowned, with an earliest start, and its
-        steps hold more deadlines of ``fact:<name>`` than decisions. Called by
-        the node that parked the task once the park is durable: a fact sent
-        while the task was still being parked is not left waiting for the
-        deadline. True when it woke the task.
+        steps hold more deadlines of ``fact:<name>`` than decisions. True when
+        it woke the task.
+
+        Every write that parks a task (``save`` or ``apply_writes`` making it
+        queued, unowned, with an earliest start) applies this same wake in its
+        own transaction, for any fact the task waits for: a fact sent while
+        the task was still being parked wakes it even if the parking node
+        dies right after (the contract's
+        ``test_a_park_written_after_its_fact_came_is_claimable_at_once``).
         """
         raise NotImplementedError(f"{type(self).__name__} has no durable execution")
 

@@ -313,21 +313,44 @@ class DurableContract(ContractBase):
             await self._park(store, await self._waiting(store, "d-1", "downloaded"))
             assert await store.wake_for_fact("d-1", "downloaded") is False  # not sent yet
             assert await store.wake_for_fact("ghost", "downloaded") is False
-            # The fact comes while its task is still running (being parked): the
-            # put's own wake finds nothing to wake; the parking node's wake does.
+            # The fact comes while its task is still running: nothing to wake yet.
             running = await self._waiting(store, "d-2", "downloaded")
             await store.put_fact(Fact(task_id="d-2", name="downloaded", payload=1))
             assert await store.wake_for_fact("d-2", "downloaded") is False  # not parked
             assert await store.get("d-2") == running
             await self._park(store, running)
-            assert await store.wake_for_fact("d-2", "downloaded") is True
-            woken = await store.get("d-2")
-            assert woken is not None
-            assert woken.not_before is None
             assert await store.wake_for_fact("d-2", "downloaded") is False  # awake already
             still = await store.get("d-1")
             assert still is not None
             assert still.not_before is not None
+
+    async def test_a_park_written_after_its_fact_came_is_claimable_at_once(self) -> None:
+        """The park itself wakes a task whose fact is there: no second call has to.
+
+        The fact can come between the task's last look and its park being
+        durable; were a later ``wake_for_fact`` the only wake, a node killed
+        between the two would leave the task asleep until its deadline.
+        """
+        async with self._store() as store:
+            running = await self._waiting(store, "d-1", "downloaded")
+            await store.put_fact(Fact(task_id="d-1", name="downloaded", payload=1))
+            parked = await self._park(store, running)
+            woken = await store.get("d-1")
+            assert woken is not None
+            assert woken.not_before is None
+            assert (woken.status, woken.status_version) == (_S.QUEUED, parked.status_version)
+            # Not woken: a decided wait, a wait for another fact, a plain sleep.
+            decided = await self._waiting(store, "d-2", "downloaded", decided=True)
+            await store.put_fact(Fact(task_id="d-2", name="downloaded", payload=1))
+            other = await self._waiting(store, "d-3", "approved")
+            await store.put_fact(Fact(task_id="d-3", name="downloaded", payload=1))
+            sleeping = await self._running(store, "d-4")
+            await store.put_fact(Fact(task_id="d-4", name="downloaded", payload=1))
+            for snapshot in (decided, other, sleeping):
+                await self._park(store, snapshot)
+                left = await store.get(snapshot.task_id)
+                assert left is not None
+                assert left.not_before is not None, snapshot.task_id
 
     # -- the operation ledger --------------------------------------------------------
 
