@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from chongming.errors import StoreFull as StoreFull
     from chongming.errors import StoreUnavailable as StoreUnavailable
     from chongming.errors import TaskCancelled as TaskCancelled
+    from chongming.errors import TaskFailed as TaskFailed
     from chongming.errors import TaskNotFound as TaskNotFound
     from chongming.errors import TaskNotPrunable as TaskNotPrunable
     from chongming.errors import UnknownClusterLimit as UnknownClusterLimit
@@ -144,6 +145,7 @@ _WHERE: dict[str, str] = {
     "NondeterminismError": "chongming.errors",
     "StepFailed": "chongming.errors",
     "ChildFailed": "chongming.errors",
+    "TaskFailed": "chongming.errors",
     "ChildCycle": "chongming.errors",
     "FactConflict": "chongming.errors",
     "FactTimeout": "chongming.errors",

@@ -478,6 +478,7 @@ class BlockingQueuedTask:
 
     get = blocking_twin(QueuedTask.get)
     wait = blocking_twin(QueuedTask.wait)
+    result = blocking_twin(QueuedTask.result)
 
     def __repr__(self) -> str:
         return f"<BlockingQueuedTask {self.task_id!r} created={self.created}>"

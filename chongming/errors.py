@@ -486,21 +486,40 @@ class StepFailed(ChongmingError):
         super().__init__(f"step {step!r} failed: {error_type}: {message}")
 
 
-class ChildFailed(ChongmingError):
-    """A child task (``ctx.child`` / ``ctx.gather``) did not succeed.
+class TaskFailed(ChongmingError):
+    """A task awaited for its result (``QueuedTask.result``) ended without succeeding.
 
-    ``status``: its terminal status (``failed``, ``stopped``, ...);
-    ``message``: its failure's text. The parent may catch it; uncaught, the
-    parent fails with it. Decided once: a replay raises the same.
+    ``status``: its terminal status (``failed``, ``stopped``, ``lost``, ...);
+    ``message``: its failure's text; ``error_type``: the exception's type
+    name, when an exception ended it.
     """
 
-    def __init__(self, child_id: str, status: str, message: str, error_type: str = "") -> None:
-        self.child_id = child_id
+    def __init__(self, task_id: str, status: str, message: str, error_type: str = "") -> None:
+        self.task_id = task_id
         self.status = status
         self.message = message
         self.error_type = error_type
         kind = f"{error_type}: " if error_type else ""
-        super().__init__(f"child task {child_id!r} ended {status}: {kind}{message}")
+        super().__init__(f"{self._what()} {task_id!r} ended {status}: {kind}{message}")
+
+    def _what(self) -> str:
+        return "task"
+
+
+class ChildFailed(TaskFailed):
+    """A child task (``ctx.child`` / ``ctx.gather``) did not succeed.
+
+    A :class:`TaskFailed` whose ``child_id`` is the child's task id. The
+    parent may catch it; uncaught, the parent fails with it. Decided once: a
+    replay raises the same.
+    """
+
+    def __init__(self, child_id: str, status: str, message: str, error_type: str = "") -> None:
+        self.child_id = child_id
+        super().__init__(child_id, status, message, error_type)
+
+    def _what(self) -> str:
+        return "child task"
 
 
 class ChildCycle(ConfigurationError):

@@ -37,4 +37,6 @@ def test_a_sync_script_enqueues_many_and_follows_each(tmp_path: Path) -> None:
         with BlockingController(store=db, owner="w", work=True, poll_interval=0.05) as worker:
             worker.register("double", double)
             finals = [q.wait(timeout=20) for q in queued]
+            values = [q.result(timeout=20) for q in queued]
     assert [f.result for f in finals] == [0, 2, 4]
+    assert values == [0, 2, 4]

@@ -168,6 +168,18 @@ class QueueStore(Protocol):
 
         await anyio.sleep_forever()
 
+    async def wait_end_hint(self) -> None:
+        """Return when a task may have ended. Only a hint: read the task afterwards.
+
+        PostgreSQL: a NOTIFY sent by every terminal transition's commit, on
+        any node. The first call (and any after the listening session was
+        lost) may return at once. The default never returns; callers wrap it
+        in their poll interval.
+        """
+        import anyio
+
+        await anyio.sleep_forever()
+
     async def release_claim(self, task_id: str, owner: str, expect_version: int) -> bool:
         """Give a claimed task back to the queue: its owner is cleared.
 

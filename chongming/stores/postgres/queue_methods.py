@@ -16,6 +16,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.granted import GrantAsk, GrantedClaim
 from chongming.stores.identity import IdentityCache
 from chongming.stores.postgres.driver import translating
+from chongming.stores.postgres.listener import CommandListener
 from chongming.stores.postgres.queue import WorkQueue
 from chongming.stores.postgres.schema import SchemaState
 from chongming.stores.queue import ClaimedTask, Enqueued, Serves, check_trace_carrier
@@ -33,6 +34,7 @@ class QueueMethods:
     """
 
     _queue: WorkQueue
+    _end_listener: CommandListener
     _identities: IdentityCache
     _schema: str
     _warned_untraced = False
@@ -166,3 +168,9 @@ class QueueMethods:
         await self.open()
         with translating("waiting for an enqueue notification", self._scrub):
             await self._queue.wait_hint()
+
+    async def wait_end_hint(self) -> None:
+        self._check_open()
+        await self.open()
+        with translating("waiting for a task-end notification", self._scrub):
+            await self._end_listener.wait()

@@ -25,6 +25,8 @@ _FILE_NAME = re.compile(r"^postgres_(\d{4})_(\w+)\.sql$")
 _SCHEMA_TOKEN = "@schema"
 #: The schema's queue NOTIFY channel (a trigger that makes a task claimable notifies it).
 _CHANNEL_TOKEN = "@queue_channel"
+#: The schema's task-end NOTIFY channel (a terminal transition notifies it).
+_END_CHANNEL_TOKEN = "@end_channel"
 
 
 def _load() -> tuple[tuple[int, str], ...]:
@@ -140,7 +142,9 @@ async def _migrate(conn: Any, schema: str, quoted: str) -> int:
                 from chongming.stores.postgres.commands import channel_for
 
                 channel = channel_for(schema + "/queue")
-                ddl = ddl.replace(_CHANNEL_TOKEN, channel).replace(_SCHEMA_TOKEN, quoted)
+                ends = channel_for(schema + "/ends")
+                ddl = ddl.replace(_CHANNEL_TOKEN, channel).replace(_END_CHANNEL_TOKEN, ends)
+                ddl = ddl.replace(_SCHEMA_TOKEN, quoted)
                 await conn.execute(ddl)
                 await conn.execute(
                     f"INSERT INTO {quoted}.schema_version (version) VALUES ($1)", number

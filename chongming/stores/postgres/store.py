@@ -165,6 +165,13 @@ class PostgresTaskStore(
                 probe_interval=listener_probe_interval,
             ),
         )
+        # Connected on the first QueuedTask wait only (a worker never waits).
+        self._end_listener = CommandListener(
+            self._listen_connect,
+            self._listen_disconnect,
+            channel_for(schema + "/ends"),
+            probe_interval=listener_probe_interval,
+        )
         self._state: SchemaState | None = None
         self._open_lock = asyncio.Lock()
         self._closed = False
@@ -245,6 +252,7 @@ class PostgresTaskStore(
             if self._writer is not None:
                 await self._writer.close(self._close_timeout)
             await self._listener.close()
+            await self._end_listener.close()
             await self._queue.close()
         finally:
             pool, self._pool = self._pool, None
