@@ -6,6 +6,7 @@ import time
 
 from chongming import Controller, RetryPolicy, TaskContext
 from tests.cli.cli_tasks import mark
+from tests.tiers import proof_size
 
 
 def mark_patiently(ctx: TaskContext, ledger: str, key: str, seconds: float = 0.3) -> str:
@@ -17,6 +18,14 @@ def mark_patiently(ctx: TaskContext, ledger: str, key: str, seconds: float = 0.3
     return mark(ctx, ledger, key)
 
 
+#: Each restart that lands mid-task spends one attempt of it, and one task may be
+#: caught by every restart: a handed-back task is first in claim order again, and
+#: the worker that claims it may be the next one restarted (two of 900 tasks used
+#: all of 20 attempts at 30 restarts). So: one more than the run's restarts.
+ATTEMPTS = proof_size("CHONGMING_QUEUE_RESTARTS", reduced=3, full=30) + 1
+
+
 def register(controller: Controller) -> None:
-    # Attempts to spare: each restart that lands mid-task spends one.
-    controller.register("mark_patiently", mark_patiently, retry=RetryPolicy(max_attempts=20))
+    controller.register(
+        "mark_patiently", mark_patiently, retry=RetryPolicy(max_attempts=max(20, ATTEMPTS))
+    )

@@ -16,6 +16,7 @@ import random
 import signal
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,7 +86,10 @@ async def test_kill_9_while_children_run_enqueues_each_child_once(
                 await asyncio.to_thread(victim.wait, DEADLINE)  # type: ignore[attr-defined]
                 workers.append(await start(f"w-r{kills}"))
                 everyone.append(workers[-1])
-            finals = await waits
+            try:
+                finals = await waits
+            except TimeoutError:
+                raise AssertionError(await _where_they_stand(store, queued)) from None
             children = {task.task_id: await store.children_of(task.task_id) for task in queued}
             ends = {
                 child: await store.get(child) for family in children.values() for child in family
@@ -113,3 +117,21 @@ async def test_kill_9_while_children_run_enqueues_each_child_once(
     for child, recorded in steps.items():
         (mark,) = recorded
         assert max(runs[child]) == mark.epoch, (child, runs[child], mark.epoch)
+
+
+async def _where_they_stand(store: Any, queued: list[Any]) -> str:
+    """What a timed-out proof reports: each parent's row, last transitions and children."""
+    lines = ["the parents did not all end in time:"]
+    for task in queued:
+        parent = await store.get(task.task_id)
+        steps = [(t.to_status.value, t.trigger) for t in await store.history(task.task_id)][-4:]
+        lines.append(
+            f"  {task.task_id}: {parent.status.value} owner={parent.owner}"
+            f" not_before={parent.not_before} last={steps}"
+        )
+        for child in await store.children_of(task.task_id):
+            found = await store.get(child)
+            lines.append(f"    {child}: {found.status.value} owner={found.owner}")
+        facts = [fact.name for fact in await store.facts(task.task_id)]
+        lines.append(f"    facts: {facts}")
+    return "\n".join(lines)
