@@ -11,6 +11,16 @@
 -- child). Now the park itself clears not_before, in its own row write, when a
 -- fact it waits for is there: the same condition as put_fact's wake (more
 -- "fact:<name>:deadline" steps than "fact:<name>" steps, and the fact stored).
+--
+-- Each side must see the other's commit. A BEFORE ROW trigger runs once the
+-- row is locked, and its query reads what was committed by then. put_fact
+-- already locks the task row before it stores the fact; a child's end did
+-- not: its transaction and the parent's park could commit side by side, the
+-- park not seeing the fact and the child's wake not seeing the park (seen in
+-- the child kill proof: a parent parked for an hour with all six child
+-- facts stored). So the child's end now locks the parent's row first: it
+-- waits for a park in progress and then wakes it, or the park waits for the
+-- child's commit and then finds the fact.
 CREATE OR REPLACE FUNCTION @schema.chongming_park_wake() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 BEGIN
@@ -34,3 +44,34 @@ CREATE TRIGGER tasks_park_wake BEFORE UPDATE OF status ON @schema.tasks
 FOR EACH ROW
 WHEN (NEW.status = 'queued' AND NEW.owner IS NULL AND NEW.not_before IS NOT NULL)
 EXECUTE FUNCTION @schema.chongming_park_wake();
+
+CREATE OR REPLACE FUNCTION @schema.chongming_child_end() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    fact_name text := 'child:' || NEW.task_id;
+    woken integer;
+BEGIN
+    -- Child row, then parent row: the one order every path takes.
+    PERFORM 1 FROM @schema.tasks WHERE task_id = NEW.parent_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;  -- the parent is gone (pruned): nobody to tell
+    END IF;
+    INSERT INTO @schema.durable_facts (task_id, name, payload)
+    VALUES (NEW.parent_id, fact_name,
+            jsonb_build_object('status', NEW.status, 'result', NEW.result,
+                               'failure', NEW.failure))
+    ON CONFLICT (task_id, name) DO NOTHING;
+    UPDATE @schema.tasks SET not_before = NULL
+    WHERE task_id = NEW.parent_id AND status = 'queued' AND owner IS NULL
+      AND not_before IS NOT NULL
+      AND (SELECT count(*) FROM @schema.durable_steps
+           WHERE task_id = NEW.parent_id AND name = 'fact:' || fact_name || ':deadline')
+        > (SELECT count(*) FROM @schema.durable_steps
+           WHERE task_id = NEW.parent_id AND name = 'fact:' || fact_name);
+    GET DIAGNOSTICS woken = ROW_COUNT;
+    IF woken > 0 THEN
+        PERFORM pg_notify('@queue_channel', '');
+    END IF;
+    RETURN NULL;
+END
+$fn$;
