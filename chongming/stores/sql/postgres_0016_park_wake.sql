@@ -51,7 +51,9 @@ DECLARE
     fact_name text := 'child:' || NEW.task_id;
     woken integer;
 BEGIN
-    -- Child row, then parent row: the one order every path takes.
+    -- Child row, then parent row. Two group-commit batches that each park one
+    -- parent and end a child of the other's could deadlock on this; the server
+    -- then aborts one and the writer re-runs its writes one by one (writer.py).
     PERFORM 1 FROM @schema.tasks WHERE task_id = NEW.parent_id FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;  -- the parent is gone (pruned): nobody to tell
