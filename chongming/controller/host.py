@@ -16,10 +16,11 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
+from chongming.control.children import stop_children
 from chongming.control.parking import PARK_AFTER
 from chongming.control.plane import ControlPlane
 from chongming.controller.observers import Observers
-from chongming.errors import DuplicateTask
+from chongming.errors import ControllerClosed, DuplicateTask, StoreError
 from chongming.executors.base import Executor
 from chongming.executors.thread import ThreadExecutor
 from chongming.run.defaults import resolve_executor
@@ -225,6 +226,21 @@ class ControllerHost:
         if self.on_finished is not None:
             self.on_finished()  # a worker: claim again, a slot is free
 
+    async def _stop_children(self, run: HostedRun, plane: ControlPlane, version: int) -> None:
+        """A durable task that ended without succeeding stops its unfinished children.
+
+        Once its end is durable (a parent whose end was not written may be
+        resumed and gather them): nobody is left to wait for them, and a
+        child that runs on is work nobody asked for (docs/children.md).
+        """
+        if not await plane.writer.durable(run, version):
+            return
+        reason = f"its parent {run.task_id!r} ended {run.status.value}"
+        try:
+            await stop_children(plane.store, self.task_plane.stop, run.task_id, reason, "system")
+        except (StoreError, ControllerClosed) as error:  # the children run on: say so
+            _log.warning("stopping the children of %r: %s", run.task_id, error)
+
     def hands_back(self, run: HostedRun) -> bool:
         """A closing worker hands back what it claimed (a run submitted here is its caller's)."""
         claimed = getattr(run, "adopted", None) is not None
@@ -248,6 +264,13 @@ class ControllerHost:
             plane.record(run)
         if run.status in _TERMINAL:
             self.retire(run)
+            if (
+                run.status is not TaskStatus.SUCCEEDED
+                and plane is not None
+                and self.task_plane is not None
+                and getattr(getattr(run, "spec", None), "durable", False)
+            ):
+                self._tasks.spawn(self._stop_children(run, plane, run.status_version))
         observer = self._observer
         if observer is not None:
             observer.transition(run, previous)

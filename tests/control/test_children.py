@@ -301,6 +301,33 @@ async def test_stopping_a_parent_stops_its_unfinished_children_with_its_reason(
         assert sum(ran.values()) == 1  # the queued children never started
 
 
+async def spawns_then_fails(ctx: TaskContext, count: int) -> Any:
+    for n in range(count):
+        await ctx.spawn("hold", n)
+    raise LookupError("the order is gone")
+
+
+async def test_a_parent_that_fails_stops_its_unfinished_children(where: object) -> None:
+    """Nobody is left to gather them: they end ``stopped``, naming the parent's end."""
+    async with _client(where) as client:
+        parent = await client.enqueue("spawns_then_fails", 3)
+        async with _worker(where) as worker:
+            worker.register("hold", hold)
+            worker.register("spawns_then_fails", spawns_then_fails, durable=True)
+            final = await parent.wait(timeout=30)
+            store = client.store
+            assert store is not None
+            children = await store.children_of(parent.task_id)
+            assert len(children) == 3
+            for child in children:
+                await asyncio.wait_for(_status_of(client, child, TaskStatus.STOPPED), 30)
+        assert final.status is TaskStatus.FAILED
+        for child in children:
+            history = await client.history(child)
+            assert history[-1].reason == f"its parent {parent.task_id!r} ended failed"
+            assert history[-1].actor == "system"
+
+
 async def _wait_one_running(client: Controller, children: list[str]) -> None:
     while True:
         found = [await client.get(child) for child in children]
