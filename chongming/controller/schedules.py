@@ -8,11 +8,13 @@ declares one in code: every worker that registers the task puts it at start
 (a restart with the same definition keeps the stored one and its
 ``next_fire``). Which worker fires a tick does not matter: see
 :mod:`chongming.schedules.loop` and docs/schedules.md.
+
+The schedule modules (cron parsing, zones, the loop) are imported where they
+are used: a controller that never schedules does not pay 14 ms to import them.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -27,18 +29,17 @@ from chongming.errors import (
     UnknownSchedule,
     UnknownTask,
 )
-from chongming.schedules.cadence import check_catch_up, make_cadence
-from chongming.schedules.loop import ScheduleDraft, ScheduleLoop, cadence_of, put_draft
 from chongming.state.payload import json_form_arguments
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.base import TaskStore
 from chongming.stores.nodes import served_by_live_nodes
-from chongming.stores.schedules import ScheduleRecord, check_schedule_key, tick_key
 from chongming.task_api.registry import TaskRegistry
 
 if TYPE_CHECKING:
     from chongming.control.plane import ControlPlane
     from chongming.controller.worker import Worker
+    from chongming.schedules.loop import ScheduleDraft, ScheduleLoop
+    from chongming.stores.schedules import ScheduleRecord
 
 __all__ = ["ScheduleCalls", "declared_schedules", "schedule_loop_for", "supports_schedules"]
 
@@ -50,6 +51,8 @@ def supports_schedules(store: TaskStore) -> bool:
 def tick_builder(
     registry: TaskRegistry, clock: Clock, limit: int | None
 ) -> Any:  # BuildTick, kept loose for the partial below
+    from chongming.stores.schedules import tick_key
+
     def build(record: ScheduleRecord, tick: datetime) -> tuple[TaskSnapshot, Transition]:
         request = EnqueueRequest(
             name=record.task_name,
@@ -65,6 +68,9 @@ def tick_builder(
 
 def declared_schedules(registry: TaskRegistry) -> list[ScheduleDraft]:
     """The ``@task(schedule=...)`` schedules of what ``registry`` holds (keyed by task name)."""
+    from chongming.schedules.cadence import make_cadence
+    from chongming.schedules.loop import ScheduleDraft
+
     drafts = []
     for name in sorted(registry):
         spec = registry.get(name)
@@ -84,6 +90,8 @@ def schedule_loop_for(
     """A worker's scheduler loop, or ``None`` when its store keeps no schedules."""
     if not supports_schedules(store):
         return None
+    from chongming.schedules.loop import ScheduleLoop
+
     return ScheduleLoop(
         store, tick_builder(registry, clock, limit), declared=lambda: declared_schedules(registry)
     )
@@ -140,6 +148,10 @@ class ScheduleCalls:
         before anything is written (:class:`ScheduleInvalid` names the field;
         an unknown task name raises :class:`UnknownTask`).
         """
+        from chongming.schedules.cadence import check_catch_up, make_cadence
+        from chongming.schedules.loop import ScheduleDraft, put_draft
+        from chongming.stores.schedules import check_schedule_key
+
         cadence = make_cadence(cron=cron, every=every, timezone=timezone)
         policy = check_catch_up(catch_up)
         schedule_key = name if key is None else key
@@ -188,6 +200,8 @@ class ScheduleCalls:
 
     async def resume_schedule(self, key: str) -> ScheduleRecord:
         """Fire again from the first tick after now: ticks due while paused are skipped."""
+        from chongming.schedules.loop import cadence_of
+
         store = await self._schedule_store("resume_schedule")
         current = await store.get_schedule(key)
         if current is None:
@@ -207,6 +221,8 @@ class ScheduleCalls:
 
     async def trigger_schedule(self, key: str) -> QueuedTask:
         """Enqueue one run of the schedule now, off its cadence (its ticks are untouched)."""
+        import uuid
+
         store = await self._schedule_store("trigger_schedule")
         current = await store.get_schedule(key)
         if current is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +29,8 @@ _SHARED_INLINE = InlineExecutor()  # stateless: nothing to bound or close
 
 @functools.cache
 def default_artifact_root() -> Path:
+    import tempfile  # 5 ms of `from chongming import Controller`, for a rare default
+
     return Path(tempfile.gettempdir()) / "chongming-artifacts"
 
 
