@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock, to_datetime
-from chongming.controller.facts import check_facts, send_facts
+from chongming.controller.facts import check_facts
 from chongming.controller.queued import QueuedTask
 from chongming.errors import ConfigurationError, PayloadError
 from chongming.run.lifecycle import check_tags
@@ -41,6 +41,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
+from chongming.stores.durable import Fact
 from chongming.stores.queue import Enqueued, check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
@@ -274,7 +275,7 @@ async def store_enqueue_many(
     """``store.enqueue_many`` with the observers' trace carrier (see :func:`store_enqueue`)."""
     pairs = [(snapshot, [transition]) for snapshot, transition in items]
     carrier = None if observers is None else observers.trace_carrier()
-    if carrier is None or not _takes_carrier(type(store)):
+    if carrier is None or not _takes(type(store), "trace_carrier"):
         return await store.enqueue_many(pairs, connection=connection)
     return await store.enqueue_many(pairs, connection=connection, trace_carrier=carrier)
 
@@ -306,27 +307,42 @@ async def store_enqueue(
     *,
     connection: object | None,
     observers: Observers | None,
+    facts: Mapping[str, Any] | None = None,
 ) -> Enqueued:
-    """``store.enqueue`` with the observers' trace carrier, when there is one.
+    """``store.enqueue`` with the observers' trace carrier, when there is one, and ``facts``.
 
     A store whose ``enqueue`` predates the ``trace_carrier`` parameter (a
     third-party one) is called without it: the task is enqueued all the
-    same, and its attempt starts a trace of its own.
+    same, and its attempt starts a trace of its own. One that predates
+    ``facts`` gets them by ``put_fact`` after a created enqueue (not atomic).
     """
     carrier = None if observers is None else observers.trace_carrier()
-    if carrier is None or not _takes_carrier(type(store)):
-        return await store.enqueue(snapshot, transitions, connection=connection)
-    return await store.enqueue(snapshot, transitions, connection=connection, trace_carrier=carrier)
+    extra: dict[str, Any] = {}
+    if carrier is not None and _takes(type(store), "trace_carrier"):
+        extra["trace_carrier"] = carrier
+    late = None
+    if facts:
+        given = [Fact(task_id=snapshot.task_id, name=n, payload=p) for n, p in facts.items()]
+        if _takes(type(store), "facts"):
+            extra["facts"] = given
+        else:
+            late = given
+    result = await store.enqueue(snapshot, transitions, connection=connection, **extra)
+    if late is not None and result.created:
+        for fact in late:
+            await store.put_fact(fact)
+    return result
 
 
 @functools.cache
-def _takes_carrier(kind: type[TaskStore]) -> bool:
+def _takes(kind: type[TaskStore], parameter: str) -> bool:
+    """Whether ``kind.enqueue`` takes ``parameter`` (a third-party store's may predate it)."""
     try:
         parameters = inspect.signature(kind.enqueue).parameters
     except (TypeError, ValueError):
         return False
-    return "trace_carrier" in parameters or any(
-        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
+    return parameter in parameters or any(
+        found.kind is inspect.Parameter.VAR_KEYWORD for found in parameters.values()
     )
 
 
@@ -376,9 +392,9 @@ class EnqueueCalls:
         ``connection``: your own connection inside your open transaction, on
         the store's database (asyncpg on PostgreSQL; aiosqlite on the SQLite
         store's file): the task exists if and only if your transaction commits.
-        ``facts``: facts the task starts with (see :meth:`signal`), written
-        right after it by the enqueue that created it (not with ``connection``;
-        a duplicate writes none).
+        ``facts``: facts the task starts with (see :meth:`signal`), written in
+        the same transaction as the task: it exists with all of them or not at
+        all (not with ``connection``; a duplicate writes none).
         """
         await self._open()
         plane = self._require_plane("enqueue")
@@ -404,13 +420,16 @@ class EnqueueCalls:
             request, self.registry, self.clock, self.max_payload_bytes
         )
         check_facts(facts, connection)
+        # The task and its facts in one transaction; a duplicate (the key named a
+        # twin) gets none: its facts were the first enqueue's to write.
         result = await store_enqueue(
-            plane.store, snapshot, [transition], connection=connection, observers=self._observers
+            plane.store,
+            snapshot,
+            [transition],
+            connection=connection,
+            observers=self._observers,
+            facts=facts,
         )
-        if result.created:
-            # A duplicate (the key named a twin) changes nothing: its facts
-            # were the first enqueue's to write.
-            await send_facts(plane.store, result.snapshot.task_id, facts)
         if self._worker is not None:
             self._worker.wake()
         return QueuedTask(

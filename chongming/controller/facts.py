@@ -1,15 +1,12 @@
-"""The facts an enqueue starts its task with: checked before, written right after."""
+"""The facts an enqueue starts its task with: checked before, written with the task."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from chongming.errors import ConfigurationError
-from chongming.stores.base import TaskStore
-from chongming.stores.durable import Fact
 
-__all__ = ["check_facts", "send_facts"]
+__all__ = ["check_facts"]
 
 
 def check_facts(facts: object, connection: object | None) -> None:
@@ -22,8 +19,3 @@ def check_facts(facts: object, connection: object | None) -> None:
         raise ConfigurationError(
             "facts= cannot join the caller's transaction yet; signal them after the commit"
         )
-
-
-async def send_facts(store: TaskStore, task_id: str, facts: Mapping[str, Any] | None) -> None:
-    for name, payload in (facts or {}).items():
-        await store.put_fact(Fact(task_id=task_id, name=name, payload=payload))

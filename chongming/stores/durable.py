@@ -41,6 +41,7 @@ __all__ = [
     "StepRecord",
     "check_begin",
     "check_effect",
+    "check_enqueue_facts",
     "check_fact",
     "check_name",
     "check_step",
@@ -181,6 +182,23 @@ def check_fact(fact: object, limit: int | None) -> Fact:
         _check_name(fact.key, "fact key", longest=1000)
     payload = json_form(fact.payload, f"fact {fact.name!r}", limit or DEFAULT_MAX_PAYLOAD_BYTES)
     return dataclasses.replace(fact, payload=payload)
+
+
+def check_enqueue_facts(facts: object, task_id: str, limit: int | None) -> tuple[Fact, ...]:
+    """The facts an ``enqueue`` writes with its task: each checked, for that task, once."""
+    if not isinstance(facts, tuple | list):
+        raise PayloadError("facts", f"must be a sequence of Fact, got {type(facts).__name__}")
+    checked = tuple(check_fact(fact, limit) for fact in facts)
+    names = set()
+    for fact in checked:
+        if fact.task_id != task_id:
+            raise PayloadError(
+                "facts", f"fact {fact.name!r} is for {fact.task_id!r}, not {task_id!r}"
+            )
+        if fact.name in names:
+            raise PayloadError("facts", f"fact {fact.name!r} is given twice")
+        names.add(fact.name)
+    return checked
 
 
 def _check_id(value: object, what: str) -> None:

@@ -62,3 +62,18 @@ async def test_facts_with_connection_are_refused_before_anything_is_written(tmp_
                 )
             await conn.rollback()
         assert await client.facts("t-1") == []
+
+
+async def test_the_facts_are_written_with_the_task_not_after_it(place: TaskStore | Path) -> None:
+    """Was: ``put_fact`` after the enqueue; a crash between left the task without them."""
+    async with Controller(store=place, owner="client") as client:
+        store = client.store
+        assert store is not None
+
+        async def no_late_fact(fact: object) -> bool:
+            raise AssertionError("a fact was sent after its task, not with it")
+
+        store.put_fact = no_late_fact  # type: ignore[method-assign]
+        queued = await client.enqueue("waits", "x", facts={"paid": True, "packed": 2})
+        found = {fact.name: fact.payload for fact in await store.facts(queued.task_id)}
+    assert found == {"paid": True, "packed": 2}

@@ -10,6 +10,7 @@ from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
     ChildContract,
     ClusterLimitContract,
+    EnqueueFactsContract,
     GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
@@ -38,6 +39,7 @@ class TestInMemoryContract(
     ClusterLimitContract,
     ChildContract,
     TraceCarrierContract,
+    EnqueueFactsContract,
     RateLimitContract,
     PoolClaimContract,
     GrantedClaimContract,

@@ -8,6 +8,7 @@ from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import (
     ChildContract,
     ClusterLimitContract,
+    EnqueueFactsContract,
     GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
@@ -26,6 +27,7 @@ class TestPostgresContract(
     ClusterLimitContract,
     ChildContract,
     TraceCarrierContract,
+    EnqueueFactsContract,
     RateLimitContract,
     PoolClaimContract,
     GrantedClaimContract,

@@ -11,6 +11,7 @@ from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
     ChildContract,
     ClusterLimitContract,
+    EnqueueFactsContract,
     GrantedClaimContract,
     PoolClaimContract,
     RateLimitContract,
@@ -26,6 +27,7 @@ class TestSqliteFileContract(
     ClusterLimitContract,
     ChildContract,
     TraceCarrierContract,
+    EnqueueFactsContract,
     RateLimitContract,
     PoolClaimContract,
     GrantedClaimContract,
@@ -45,6 +47,7 @@ class TestSqliteMemoryContract(
     ClusterLimitContract,
     ChildContract,
     TraceCarrierContract,
+    EnqueueFactsContract,
     RateLimitContract,
     PoolClaimContract,
     GrantedClaimContract,

@@ -13,6 +13,7 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.checks import check_time, check_transitions
+from chongming.stores.durable import Fact, check_enqueue_facts
 from chongming.stores.memory.state import MemoryState
 from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.queue import QueueStore
@@ -60,6 +61,7 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
         *,
         connection: object | None = None,
         trace_carrier: Mapping[str, str] | None = None,
+        facts: Sequence[Fact] = (),
     ) -> Enqueued:
         self._check_open()
         if connection is not None:
@@ -70,6 +72,7 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
         stored = as_stored(snapshot, self._limit)
         check_transitions(transitions)
         carrier = check_trace_carrier(trace_carrier)
+        given = check_enqueue_facts(facts, snapshot.task_id, self._limit)
         key = snapshot.idempotency_key
         digest = input_digest(stored)
         if key is not None and key in self._keys:
@@ -86,6 +89,8 @@ class QueueOnMemory(MemoryState, QueueStore, CarrierStore):
             self._keys[key] = (snapshot.task_id, digest)
         if carrier is not None:
             self._carriers[snapshot.task_id] = carrier
+        if given:
+            self._facts[snapshot.task_id] = {fact.name: fact for fact in given}
         return Enqueued(snapshot=stored, created=True)
 
     async def trace_carriers(self, task_ids: Collection[str]) -> dict[str, dict[str, str]]:

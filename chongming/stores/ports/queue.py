@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from chongming.state.records import TaskSnapshot, Transition
 
 if TYPE_CHECKING:  # these import stores.checks, which needs the records above
+    from chongming.stores.durable import Fact
     from chongming.stores.queue import ClaimedTask, Enqueued, Serves
 
 __all__ = ["QueueStore"]
@@ -30,6 +31,7 @@ class QueueStore(Protocol):
         *,
         connection: object | None = None,
         trace_carrier: Mapping[str, str] | None = None,
+        facts: Sequence[Fact] = (),
     ) -> Enqueued:
         """Insert a task any node may claim; once per idempotency key.
 
@@ -54,6 +56,14 @@ class QueueStore(Protocol):
         claim (:meth:`trace_carriers`); a bad one is refused with
         :class:`PayloadError`. A task that was not created (an idempotency
         key's twin) keeps what it was enqueued with.
+
+        ``facts``: facts for the new task (``Fact.task_id`` its id, each name
+        once), written in the same transaction: the task exists with all of
+        them or not at all (a durable task that waits for one never starts
+        without it). A twin of an idempotency key gets none of them. Not with
+        ``connection`` (:class:`ConfigurationError`). A store whose ``enqueue``
+        has no ``facts`` parameter gets them from the controller by
+        ``put_fact`` after the enqueue, which is not atomic.
         """
         raise NotImplementedError(f"{type(self).__name__} has no work queue (enqueue)")
 
@@ -70,13 +80,16 @@ class QueueStore(Protocol):
         raised for that item (the others are enqueued all the same). This
         default calls ``enqueue`` per item; a store may write them together.
         """
-        carried = {} if trace_carrier is None else {"trace_carrier": trace_carrier}
         results: list[Enqueued | Exception] = []
         for snapshot, transitions in items:
             try:
-                results.append(
-                    await self.enqueue(snapshot, transitions, connection=connection, **carried)
-                )
+                if trace_carrier is None:  # a store whose enqueue predates the carrier
+                    enqueued = await self.enqueue(snapshot, transitions, connection=connection)
+                else:
+                    enqueued = await self.enqueue(
+                        snapshot, transitions, connection=connection, trace_carrier=trace_carrier
+                    )
+                results.append(enqueued)
             except Exception as error:
                 results.append(error)
         return results

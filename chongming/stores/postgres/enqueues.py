@@ -78,6 +78,8 @@ class Pending:
     carrier: str | None = None
     #: The row and first transition are what the recipe implies (:func:`is_plain`).
     plain: bool = False
+    #: ``(name, payload JSON, key)`` of facts written with the task (its own transaction).
+    facts: Sequence[tuple[str, str, str | None]] = ()
 
     @property
     def task_id(self) -> str:

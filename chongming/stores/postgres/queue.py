@@ -19,6 +19,7 @@ queue methods.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
@@ -32,6 +33,7 @@ from chongming.errors import (
     StoreUnavailable,
 )
 from chongming.state.records import TaskSnapshot, Transition
+from chongming.stores.durable import Fact, check_enqueue_facts
 from chongming.stores.postgres import rows
 from chongming.stores.postgres.claims import Claims
 from chongming.stores.postgres.driver import is_connection_error
@@ -137,6 +139,10 @@ class WorkQueue:
         self._insert_batch = batch_insert_sql(schema)
         self._insert_batch_carried = batch_insert_sql(schema, carriers=True)
         self._insert_plain = plain_insert_sql(schema)
+        self._insert_fact = (
+            f"INSERT INTO {schema}.durable_facts (task_id, name, payload, key)"
+            " VALUES ($1, $2, $3::jsonb, $4)"
+        )
         self._insert_carrier = (
             f"INSERT INTO {schema}.trace_carriers (task_id, carrier) VALUES ($1, $2::jsonb)"
             " ON CONFLICT (task_id) DO UPDATE SET carrier = EXCLUDED.carrier"
@@ -163,11 +169,18 @@ class WorkQueue:
         *,
         connection: object | None = None,
         trace_carrier: Mapping[str, str] | None = None,
+        facts: Sequence[Fact] = (),
     ) -> Enqueued:
         carrier = check_trace_carrier(trace_carrier)
         pending = self._pending(
             snapshot, transitions, None if carrier is None else encode_trace_carrier(carrier)
         )
+        given = check_enqueue_facts(facts, snapshot.task_id, self._limit)
+        if given:
+            if connection is not None:
+                raise ConfigurationError("facts= cannot join the caller's transaction yet")
+            pending.facts = [(f.name, _json(f.payload), f.key) for f in given]
+            return await self._alone(pending, unknown=False)  # task and facts: one transaction
         if connection is not None:
             what = f"enqueueing task {snapshot.task_id!r}"
             return await self._in_callers_transaction(connection, self._work(pending), what)
@@ -241,6 +254,10 @@ class WorkQueue:
                     await conn.executemany(self._insert_transition, pending.transitions)
                 if pending.carrier is not None:
                     await conn.execute(self._insert_carrier, task_id, pending.carrier)
+                if pending.facts:
+                    await conn.executemany(
+                        self._insert_fact, [(task_id, *fact) for fact in pending.facts]
+                    )
                 stored = await conn.fetchrow(self._get_task, task_id)
             return Enqueued(snapshot=rows.snapshot_from_row(stored), created=True)
 
@@ -417,3 +434,7 @@ class WorkQueue:
             await self._batcher.close(grace)
         finally:
             await self._listener.close()
+
+
+def _json(payload: Any) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))

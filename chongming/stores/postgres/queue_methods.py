@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from chongming.state.records import TaskSnapshot, Transition
+from chongming.stores.durable import Fact
 from chongming.stores.granted import GrantAsk, GrantedClaim
 from chongming.stores.identity import IdentityCache
 from chongming.stores.postgres.driver import translating
@@ -56,6 +57,7 @@ class QueueMethods:
         *,
         connection: object | None = None,
         trace_carrier: Mapping[str, str] | None = None,
+        facts: Sequence[Fact] = (),
     ) -> Enqueued:
         if connection is not None or trace_carrier is not None:
             await self.open()  # the schema must exist before the caller's transaction uses it
@@ -70,7 +72,7 @@ class QueueMethods:
                 self._warned_untraced = True
             trace_carrier = None
         return await self._queue.enqueue(
-            snapshot, transitions, connection=connection, trace_carrier=trace_carrier
+            snapshot, transitions, connection=connection, trace_carrier=trace_carrier, facts=facts
         )
 
     async def enqueue_many(

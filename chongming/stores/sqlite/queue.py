@@ -16,12 +16,13 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from chongming.errors import DuplicateTaskId, IdempotencyConflict
+from chongming.errors import ConfigurationError, DuplicateTaskId, IdempotencyConflict
 from chongming.state.attempts import CONTINUES_ATTEMPT
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.triggers import Trigger
 from chongming.stores.checks import check_transitions
 from chongming.stores.codec import dump
+from chongming.stores.durable import Fact, check_enqueue_facts
 from chongming.stores.ports.carriers import CarrierStore
 from chongming.stores.ports.queue import QueueStore
 from chongming.stores.queue import (
@@ -131,10 +132,15 @@ def enqueue(
     key: str | None,
     digest: str,
     carrier: str | None = None,
+    facts: Sequence[tuple[str, str, str | None]] = (),
+    *,
+    now: int = 0,
 ) -> tuple[bool, Any]:
     """``(True, None)`` when inserted; ``(False, snapshot)`` when the key named a twin.
 
-    ``carrier``: the encoded trace carrier, written beside the task when it is inserted.
+    ``carrier``: the encoded trace carrier, written beside the task when it is inserted;
+    ``facts``: ``(name, payload JSON, key)`` of the task's first facts, likewise (sent at
+    ``now``).
     """
     conn.execute("SAVEPOINT chongming_enqueue")
     try:
@@ -157,6 +163,12 @@ def enqueue(
             conn.execute(_INSERT_KEY, (key, task_id, digest))
         if carrier is not None:
             conn.execute(INSERT_CARRIER, (task_id, carrier))
+        if facts:
+            conn.executemany(
+                "INSERT INTO durable_facts (task_id, name, payload, key, sent_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(task_id, name, payload, key, now) for name, payload, key in facts],
+            )
     except BaseException:
         conn.execute("ROLLBACK TO chongming_enqueue")
         conn.execute("RELEASE chongming_enqueue")
@@ -302,11 +314,15 @@ class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
         *,
         connection: object | None = None,
         trace_carrier: Mapping[str, str] | None = None,
+        facts: Sequence[Fact] = (),
     ) -> Enqueued:
         check_enqueued(snapshot)
         row = rows.encode(rows.insert_row, snapshot, self._limit)
         check_transitions(transitions, snapshot.task_id)
         carrier = check_trace_carrier(trace_carrier)
+        given = check_enqueue_facts(facts, snapshot.task_id, self._limit)
+        if given and connection is not None:
+            raise ConfigurationError("facts= cannot join the caller's transaction yet")
         key = snapshot.idempotency_key
         params = (row, [rows.transition_row(t) for t in transitions], snapshot.task_id, key)
         digest = input_digest(snapshot)
@@ -317,7 +333,8 @@ class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
 
             await self.open()  # the schema must exist before the caller's transaction uses it
             return await enqueue_in_transaction(connection, self._path, *params, digest, text)
-        created, existing = await self._node_op("enqueue", *params, digest, text)
+        encoded = [(fact.name, dump(fact.payload), fact.key) for fact in given]
+        created, existing = await self._node_op("enqueue", *params, digest, text, encoded)
         if created:
             return Enqueued(snapshot=await self._stored_form(snapshot), created=True)
         return Enqueued(snapshot=existing, created=False)

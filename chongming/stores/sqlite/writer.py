@@ -348,7 +348,7 @@ def _run_command(conn: sqlite3.Connection, op: CommandOp, now: int) -> Any:
     if op.action == "nodes":
         return nodes.list_nodes(conn, now)
     if op.action == "enqueue":
-        return queue.enqueue(conn, *op.params)
+        return queue.enqueue(conn, *op.params, now=now)
     if op.action == "release_claim":
         return queue.release_claim(conn, *op.params)
     if op.action == "claim_tasks":

@@ -61,7 +61,8 @@ tasks (``link_child``) mixes in :class:`ChildContract`; one with the
 dashboard's activity reads (``end_counts``, ``recent_durations``,
 ``oldest_queued``) mixes in :class:`ActivityContract`; one with
 ``search_tasks`` mixes in :class:`SearchContract`; one with
-``journal_details`` mixes in :class:`JournalContract`.
+``journal_details`` mixes in :class:`JournalContract`; one whose
+``enqueue`` takes ``facts=`` mixes in :class:`EnqueueFactsContract`.
 
 What is *not* specified (and not tested): ``append`` of transitions for a
 task that was never created; whether ``complete_command`` succeeds for a
@@ -87,6 +88,7 @@ from chongming.testing.store_contract.carriers import TraceCarrierContract
 from chongming.testing.store_contract.children import ChildContract
 from chongming.testing.store_contract.commands import CommandContract
 from chongming.testing.store_contract.durable import DurableContract
+from chongming.testing.store_contract.enqueue_facts import EnqueueFactsContract
 from chongming.testing.store_contract.granted_starts import (
     GrantedClaimContract,
     StartClaimedContract,
@@ -112,6 +114,7 @@ __all__ = [
     "ChildContract",
     "ClusterLimitContract",
     "DurableContract",
+    "EnqueueFactsContract",
     "GrantedClaimContract",
     "JournalContract",
     "PoolClaimContract",
