@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -95,6 +95,9 @@ class ControlPlane:
         #: it for a task with no durable run yet (its worker died before its first
         #: attempt began): that task is durable all the same, and is resumed.
         self.max_resumes_of: Callable[[str, int | None], int | None] | None = None
+        #: Called with each task a reconcile ended (``lost``, or ``failed`` past its
+        #: resumes) and its status, once written: its unfinished children are stopped.
+        self.on_ended: Callable[[str, TaskStatus], Awaitable[None]] | None = None
         self._reconciler: asyncio.Task[None] | None = None
         self._becoming: asyncio.Lock | None = None
 
@@ -233,6 +236,12 @@ class ControlPlane:
                 owner=entry.owner,
                 detail="the task moved on meanwhile (its owner came back?): left as it is",
             )
+        ended = self.on_ended
+        if ended is not None:
+            for write, result in zip(writes, results, strict=True):
+                moved = write.snapshot
+                if result.outcome is WriteOutcome.WRITTEN and moved.status.is_terminal:
+                    await ended(moved.task_id, moved.status)
         final = tuple(settled.get(entry.task_id, entry) for entry in entries)
         return ReconcileReport(dry_run=False, at=at, entries=final)
 

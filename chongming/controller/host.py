@@ -111,6 +111,7 @@ class ControllerHost:
     def attach(self, plane: ControlPlane) -> None:
         """Write every transition through ``plane`` from now on."""
         self._plane = plane
+        plane.on_ended = self.stop_children_of
         self._compose_sink()
 
     @property
@@ -233,13 +234,22 @@ class ControllerHost:
         resumed and gather them): nobody is left to wait for them, and a
         child that runs on is work nobody asked for (docs/children.md).
         """
-        if not await plane.writer.durable(run, version):
+        if await plane.writer.durable(run, version):
+            await self.stop_children_of(run.task_id, run.status)
+
+    async def stop_children_of(self, task_id: str, status: TaskStatus) -> None:
+        """Stop the unfinished children of ``task_id``, which ended ``status`` (not succeeded).
+
+        Also called by a reconcile that ended a task held by a dead worker.
+        """
+        plane, controller = self._plane, self.task_plane
+        if plane is None or controller is None or status is TaskStatus.SUCCEEDED:
             return
-        reason = f"its parent {run.task_id!r} ended {run.status.value}"
+        reason = f"its parent {task_id!r} ended {status.value}"
         try:
-            await stop_children(plane.store, self.task_plane.stop, run.task_id, reason, "system")
+            await stop_children(plane.store, controller.stop, task_id, reason, "system")
         except (StoreError, ControllerClosed) as error:  # the children run on: say so
-            _log.warning("stopping the children of %r: %s", run.task_id, error)
+            _log.warning("stopping the children of %r: %s", task_id, error)
 
     def hands_back(self, run: HostedRun) -> bool:
         """A closing worker hands back what it claimed (a run submitted here is its caller's)."""

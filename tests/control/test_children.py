@@ -23,6 +23,7 @@ from chongming import (
     TaskStatus,
 )
 from chongming.stores.base import TaskStore
+from chongming.testing.store_contract import make_snapshot, next_step
 from tests.conftest import FAST
 from tests.control.both_stores import StoreMaker, stores, where
 
@@ -326,6 +327,30 @@ async def test_a_parent_that_fails_stops_its_unfinished_children(where: object) 
             history = await client.history(child)
             assert history[-1].reason == f"its parent {parent.task_id!r} ended failed"
             assert history[-1].actor == "system"
+
+
+async def test_a_parent_a_reconcile_ends_stops_its_unfinished_children(where: object) -> None:
+    """Its worker died (no lease) while it ran: ``lost``, and its queued child is stopped."""
+    async with _client(where) as client:
+        store = client.store
+        assert store is not None
+        parent = make_snapshot("p-dead", name="plain")
+        await store.create(parent)
+        for to in (TaskStatus.QUEUED, TaskStatus.STARTING, TaskStatus.RUNNING):
+            moved, step = next_step(parent, to, owner="ghost")  # a node with no lease
+            await store.save(moved, expect_version=parent.status_version, transitions=[step])
+            parent = moved
+        child = make_snapshot("c-left", name="plain")
+        await store.create(child)
+        queued, step = next_step(child, TaskStatus.QUEUED)
+        await store.save(queued, expect_version=0, transitions=[step])
+        await store.link_child("p-dead", "c-left")
+        report = await client.reconcile()
+        assert [entry.task_id for entry in report.lost] == ["p-dead"]
+        left = await client.get("c-left")
+        history = await client.history("c-left")
+    assert left.status is TaskStatus.STOPPED
+    assert history[-1].reason == "its parent 'p-dead' ended lost"
 
 
 async def _wait_one_running(client: Controller, children: list[str]) -> None:
