@@ -329,6 +329,37 @@ async def test_a_parent_that_fails_stops_its_unfinished_children(where: object) 
             assert history[-1].actor == "system"
 
 
+async def spawns_then_holds(ctx: TaskContext) -> Any:
+    await ctx.spawn("hold", 0)
+    while True:  # until stopped
+        await ctx.checkpoint()
+        await asyncio.sleep(0.01)
+
+
+async def test_a_stop_that_reaches_a_parent_by_any_path_stops_its_children(
+    where: object,
+) -> None:
+    """The run itself is stopped on its worker (no controller cascade ran): a child it
+    spawned after a cascade, say, is stopped by its worker once the parent's end is in."""
+    async with _client(where) as client:
+        parent = await client.enqueue("spawns_then_holds")
+        async with _worker(where) as worker:
+            worker.register("hold", hold)
+            worker.register("spawns_then_holds", spawns_then_holds, durable=True)
+            store = client.store
+            assert store is not None
+            while not (children := await store.children_of(parent.task_id)):
+                await asyncio.sleep(0.02)
+            await _status_of(client, parent.task_id, TaskStatus.RUNNING)
+            run = worker._host.get(parent.task_id)
+            assert run is not None
+            assert await run.stop(reason="from its own worker")  # TaskRun.stop: no cascade
+            (child,) = children
+            await asyncio.wait_for(_status_of(client, child, TaskStatus.STOPPED), 30)
+        history = await client.history(child)
+    assert history[-1].reason == f"its parent {parent.task_id!r} ended stopped"
+
+
 async def test_a_parent_a_reconcile_ends_stops_its_unfinished_children(where: object) -> None:
     """Its worker died (no lease) while it ran: ``lost``, and its queued child is stopped."""
     async with _client(where) as client:
