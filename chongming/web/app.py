@@ -286,6 +286,8 @@ class Dashboard:
         data = {
             "task": _with_waiting(view.snapshot, view.waiting),
             "transitions": [transition_to_json(t) for t in view.history],
+            "parent": view.parent,
+            "children": [child.task_id for child in view.children],
         }
         return _secure(JSONResponse(data))
 

@@ -23,6 +23,7 @@ from chongming.state.payload import check_reason, check_task_id
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
+from chongming.stores.base import TaskStore
 from chongming.stores.limits import ClusterLimit
 from chongming.stores.nodes import CommandRecord, NodeRecord, TaskCount
 from chongming.stores.rates import RateLimit
@@ -221,6 +222,15 @@ class TaskView:
     commands: Sequence[CommandRecord]
     waiting: WaitingReason | None = None
     journal: Journal = NO_JOURNAL  # chongming.web.journal
+    #: Its parent task (``ctx.child`` / ``ctx.spawn``), and its own children, oldest first.
+    parent: str | None = None
+    children: Sequence[TaskSnapshot] = ()
+    #: Children beyond :data:`MAX_CHILDREN` (counted, not shown).
+    more_children: int = 0
+
+
+#: Children listed on a task's page; the rest are counted.
+MAX_CHILDREN = 200
 
 
 def checked_id(task_id: str) -> str:
@@ -239,9 +249,33 @@ async def task_view(controller: Controller, task_id: str) -> TaskView:
     commands = [] if store is None else await store.command_records(task_id=task_id, limit=50)
     waiting = (await why_waiting(controller, [snapshot])).get(task_id)
     journal = await read_journal(store, task_id, history)
+    parent, children, more = await _family(store, task_id)
     return TaskView(
-        snapshot=snapshot, history=history, commands=commands, waiting=waiting, journal=journal
+        snapshot=snapshot,
+        history=history,
+        commands=commands,
+        waiting=waiting,
+        journal=journal,
+        parent=parent,
+        children=children,
+        more_children=more,
     )
+
+
+async def _family(
+    store: TaskStore | None, task_id: str
+) -> tuple[str | None, list[TaskSnapshot], int]:
+    """The task's parent and children, as the store links them (none without child tasks)."""
+    if store is None:
+        return None, [], 0
+    try:
+        parent = await store.parent_of(task_id)
+        ids = await store.children_of(task_id)
+    except NotImplementedError:
+        return None, [], 0
+    children = [found for child in ids[:MAX_CHILDREN] if (found := await store.get(child))]
+    children.sort(key=lambda snapshot: (snapshot.created_at, snapshot.task_id))
+    return parent, children, max(0, len(ids) - MAX_CHILDREN)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

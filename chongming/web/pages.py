@@ -330,6 +330,35 @@ def _commands(view: TaskView) -> str:
     )
 
 
+def _sibling(task_id: str) -> str:
+    """A link to another task's page, relative to this one's (``/tasks/<id>``), so
+    it holds under any base path and inside the live fragment alike."""
+    return f'<a href="./{e(quote(task_id, safe=""))}" class="text">{e(task_id)}</a>'
+
+
+def _family(view: TaskView) -> str:
+    """Its parent and its children (``ctx.child`` / ``ctx.spawn``), when it has either."""
+    if view.parent is None and not view.children:
+        return ""
+    parts = ['<h2>Family</h2><div class="card" id="family">']
+    if view.parent is not None:
+        parts.append(f"<p>child of {_sibling(view.parent)}</p>")
+    if view.children:
+        rows = "".join(
+            f"<tr><td>{_sibling(child.task_id)}</td><td>{e(child.name)}</td>"
+            f"<td>{badge(child.status)}</td><td>{when(child.finished_at)}</td></tr>"
+            for child in view.children
+        )
+        more = f'<p class="muted">and {view.more_children} more</p>' if view.more_children else ""
+        parts.append(
+            f"<p>{len(view.children) + view.more_children} children</p>"
+            "<table><thead><tr><th>task</th><th>name</th><th>status</th>"
+            f"<th>finished (UTC)</th></tr></thead><tbody>{rows}</tbody></table>{more}"
+        )
+    parts.append("</div>")
+    return "".join(parts)
+
+
 def task_body(view: TaskView) -> str:
     """The live part of a task's page."""
     from chongming.web.journal_page import journal_section  # it builds on this module
@@ -344,6 +373,7 @@ def task_body(view: TaskView) -> str:
         + state_svg(snapshot.status, view.history)
         + f"<h2>History ({len(view.history)} transitions)</h2>"
         + _timeline(view.history)
+        + _family(view)
         + journal_section(view.journal)
         + "<h2>Commands</h2>"
         + _commands(view)
