@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from typing import Any
+
+import httpx
 
 from chongming import Controller, TaskContext
 
@@ -92,3 +96,17 @@ image.onload = () => {
 image.onerror = () => done(null);
 image.src = "data:image/png;base64," + arguments[0];
 """
+
+
+@contextlib.asynccontextmanager
+async def dashboard_client(controller: Controller) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client talking to the dashboard of ``controller`` in process; closed after."""
+    from chongming.web import create_app
+
+    app = create_app(controller)
+    transport = httpx.ASGITransport(app=app)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            yield client
+    finally:
+        await app.aclose()

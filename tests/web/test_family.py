@@ -13,9 +13,9 @@ import pytest
 
 from chongming import Controller, TaskContext
 from chongming.state.status import TaskStatus
-from chongming.web import create_app
 from chongming.web.pages import badge
 from tests.conftest import FAST
+from tests.web.support import dashboard_client
 
 #: A parent id a page must escape as text and quote in its link.
 PARENT = "p-<b>1</b>/x"
@@ -44,11 +44,8 @@ async def node(tmp_path: Path) -> AsyncIterator[Controller]:
 
 @pytest.fixture
 async def dash(node: Controller) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(node)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+    async with dashboard_client(node) as client:
         yield client
-    await app.aclose()
 
 
 async def test_a_parent_lists_its_children_and_a_child_names_its_parent(

@@ -17,11 +17,10 @@ from chongming.state.status import TaskStatus as S
 from chongming.state.triggers import Trigger
 from chongming.stores.durable import Fact, StepRecord
 from chongming.stores.journal import EffectEntry, JournalDetails
-from chongming.web import create_app
 from chongming.web.journal import MAX_ENTRIES, PREVIEW_CHARS, build_journal, preview
 from chongming.web.journal_page import journal_section
 from tests.conftest import FAST
-from tests.web.support import register
+from tests.web.support import dashboard_client, register
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 EVIL = "<script>alert(1)</script>\u202egnp.exe"
@@ -192,11 +191,8 @@ async def node(tmp_path: Path) -> AsyncIterator[Controller]:
 
 @pytest.fixture
 async def dash(node: Controller) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(node)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+    async with dashboard_client(node) as client:
         yield client
-    await app.aclose()
 
 
 async def test_a_durable_task_page_shows_its_journal(
