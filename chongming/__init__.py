@@ -110,6 +110,8 @@ if TYPE_CHECKING:
     from chongming.task_api import TaskContext as TaskContext
     from chongming.task_api import TaskRegistry as TaskRegistry
     from chongming.task_api import task as task
+    from chongming.task_api.journal import ChildEnd as ChildEnd
+    from chongming.task_api.journal import ChildHandle as ChildHandle
     from chongming.task_api.journal import EffectInfo as EffectInfo
 
 #: Public name -> the module that defines it.
@@ -141,6 +143,8 @@ _WHERE: dict[str, str] = {
     "BlockingController": "chongming.blocking",
     "BlockingQueuedTask": "chongming.blocking",
     "EffectInfo": "chongming.task_api.journal",
+    "ChildEnd": "chongming.task_api.journal",
+    "ChildHandle": "chongming.task_api.journal",
     "FencingError": "chongming.errors",
     "NondeterminismError": "chongming.errors",
     "StepFailed": "chongming.errors",

@@ -15,22 +15,29 @@ ends; the outcome is recorded once and replays the same.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from chongming.control.any_wait import AnyWaitJournal, wait_any
 from chongming.control.outages import through_outages
 from chongming.errors import (
     CheckpointMisuse,
     ChildCycle,
-    ChildFailed,
     ConfigurationError,
     UnknownTask,
 )
 from chongming.stores.base import TaskStore
 from chongming.stores.children import child_fact_name
-from chongming.task_api.journal import ChildHandle
+from chongming.task_api.journal import ChildEnd, ChildHandle
 
-__all__ = ["CHILD_STEP", "TaskPlane", "child_result", "spawn_child", "stop_children"]
+__all__ = [
+    "CHILD_STEP",
+    "TaskPlane",
+    "child_result",
+    "ended_children",
+    "spawn_child",
+    "stop_children",
+]
 
 #: The memoised step each enqueue of a child is recorded under.
 CHILD_STEP = "child:enqueue"
@@ -125,18 +132,18 @@ async def child_result(
     end = await journal.wait_for_fact(
         child_fact_name(handle.task_id), timeout=None, check=None, poll_interval=POLL, beat=beat
     )
-    end = end if isinstance(end, dict) else {}
-    status = str(end.get("status", "unknown"))
-    if status == "succeeded":
-        return end.get("result")
-    failure = end.get("failure")
-    failure = failure if isinstance(failure, dict) else {}
-    raise ChildFailed(
-        handle.task_id,
-        status,
-        str(failure.get("message") or f"the child ended {status}"),
-        str(failure.get("exception_type") or ""),
-    )
+    return ChildEnd.from_fact(handle, end).result()
+
+
+async def ended_children(
+    journal: AnyWaitJournal, handles: Sequence[ChildHandle], beat: Callable[[], Awaitable[None]]
+) -> AsyncIterator[ChildEnd]:
+    """Each of ``handles``' ends as it comes (a repeated handle once); see any_wait.py."""
+    pending = {child_fact_name(handle.task_id): handle for handle in handles}
+    while pending:
+        for name, decision in await wait_any(journal, list(pending), beat):
+            value = decision.value if isinstance(decision.value, dict) else {}
+            yield ChildEnd.from_fact(pending.pop(name), value.get("fact"))
 
 
 async def stop_children(

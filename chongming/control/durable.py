@@ -30,24 +30,24 @@ import functools
 import inspect
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
-from chongming.control.children import TaskPlane, child_result, spawn_child
+from chongming.control.any_wait import AnyWaits
+from chongming.control.children import TaskPlane, child_result, ended_children, spawn_child
 from chongming.control.outages import through_outages
 from chongming.control.parking import PARK_AFTER
+from chongming.control.step_outcomes import recorded_failure, replay, replay_error, step_label
 from chongming.errors import (
     CheckpointMisuse,
     FactTimeout,
     FencingError,
     NondeterminismError,
     PayloadError,
-    StepFailed,
     TaskCancelled,
 )
 from chongming.executors.base import ThreadBaseException, call_guarded, ends_its_carrier
-from chongming.run.verdict import storable_text
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import (
     FIRST_CALL,
@@ -57,7 +57,13 @@ from chongming.stores.durable import (
     StepKey,
     StepRecord,
 )
-from chongming.task_api.journal import ChildHandle, EffectInfo, ParkRequest, StepObserver
+from chongming.task_api.journal import (
+    ChildEnd,
+    ChildHandle,
+    EffectInfo,
+    ParkRequest,
+    StepObserver,
+)
 from chongming.task_api.step_threads import StepThreads
 
 __all__ = ["Journal", "RunSync"]
@@ -71,8 +77,6 @@ RunSync = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Awaita
 FACT_RECHECK = 3600.0
 #: How long a cancelled attempt still waits for the write of a step it ran (seconds).
 RECORD_KEEP = 5.0
-
-_MESSAGE = 2000  # characters of a recorded error message
 
 _log = logging.getLogger("chongming.control")
 
@@ -96,6 +100,7 @@ class Journal:
         "_seen",
         "_store",
         "_sync",
+        "any_waits",
         "epoch",
         "observe",
         "park_threshold",
@@ -134,6 +139,12 @@ class Journal:
         self.observe: StepObserver | None = None
         #: The controller that runs this attempt (ctx.child, ctx.enqueue), or None.
         self.plane: TaskPlane | None = None
+        #: Facts waited for together (ctx.as_completed): see control/any_wait.py.
+        self.any_waits = AnyWaits()
+
+    @property
+    def store(self) -> TaskStore:
+        return self._store
 
     @property
     def replays(self) -> int:
@@ -170,6 +181,12 @@ class Journal:
         self.check_fenced()
         return await child_result(self, handle, beat)
 
+    def as_completed(
+        self, handles: Sequence[ChildHandle], beat: Callable[[], Awaitable[None]]
+    ) -> AsyncIterator[ChildEnd]:
+        self.check_fenced()
+        return ended_children(self, handles, beat)
+
     async def enqueue(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return await self._require_plane("ctx.enqueue").enqueue(name, *args, **kwargs)
 
@@ -184,7 +201,7 @@ class Journal:
             )
         return self.plane
 
-    def _call_of(self, name: str) -> tuple[StepKey, StepKey, StepRecord | None]:
+    def call_of(self, name: str) -> tuple[StepKey, StepKey, StepRecord | None]:
         """This call of ``name``: its key, the step its flow called before, its record.
 
         A recorded step whose recorded predecessor was not called yet in this
@@ -200,7 +217,9 @@ class Journal:
         if recorded is not None:
             before = recorded.after
             if before is not None and before != FIRST_CALL and before not in self._called:
-                self._diverged = NondeterminismError(self.task_id, _label(key), _label(before))
+                self._diverged = NondeterminismError(
+                    self.task_id, step_label(key), step_label(before)
+                )
                 raise self._diverged
             self._replayed += 1
         self._called.add(key)
@@ -210,29 +229,35 @@ class Journal:
         self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         self.check_fenced()
-        (_, occurrence), after, recorded = self._call_of(name)
+        (_, occurrence), after, recorded = self.call_of(name)
         if recorded is not None:
-            return _replay(recorded)
+            return replay(recorded)
         try:
-            value = await self._call(fn, args, kwargs, label=f"step {_label((name, occurrence))!r}")
+            value = await self._call(
+                fn, args, kwargs, label=f"step {step_label((name, occurrence))!r}"
+            )
         except (TaskCancelled, asyncio.CancelledError, ThreadBaseException):
             # A stop is not the step's outcome, nor a SystemExit: nothing is recorded.
             raise
         except Exception as error:
-            stored = await self._record(
+            stored = await self.record(
                 StepRecord(
-                    name=name, occurrence=occurrence, ok=False, value=_failure(error), after=after
+                    name=name,
+                    occurrence=occurrence,
+                    ok=False,
+                    value=recorded_failure(error),
+                    after=after,
                 )
             )
-            raise _replay_error(stored) from error
+            raise replay_error(stored) from error
         step = StepRecord(name=name, occurrence=occurrence, ok=True, value=value, after=after)
         try:
-            stored = await self._record(step)
+            stored = await self.record(step)
         except PayloadError as error:  # a result no store can keep: record that it failed
-            failed = dataclasses.replace(step, ok=False, value=_failure(error))
-            stored = await self._record(failed)
-            raise _replay_error(stored) from error
-        return _replay(stored)
+            failed = dataclasses.replace(step, ok=False, value=recorded_failure(error))
+            stored = await self.record(failed)
+            raise replay_error(stored) from error
+        return replay(stored)
 
     async def wait_for_fact(
         self,
@@ -253,9 +278,15 @@ class Journal:
         """
         self.check_fenced()
         key = f"fact:{name}"
-        offset = await self._clock_offset()
-        deadline = await self.step(f"{key}:deadline", _deadline, (timeout, offset), {})
-        (_, occurrence), after, recorded = self._call_of(key)
+        waits = self.any_waits
+        if timeout is None and check is None and name in waits.decided:
+            return self._decided(waits.decided[name], name, timeout)  # ctx.as_completed saw it
+        offset = await self.clock_offset()
+        if timeout is None and waits.take_open(name):
+            deadline = None  # a wait for several facts recorded this one's deadline step
+        else:
+            deadline = await self.step(f"{key}:deadline", _deadline, (timeout, offset), {})
+        (_, occurrence), after, recorded = self.call_of(key)
         if recorded is not None:
             return self._decided(recorded, name, timeout)
         while True:
@@ -271,10 +302,10 @@ class Journal:
                 step = StepRecord(
                     name=key, occurrence=occurrence, ok=True, value=value, after=after
                 )
-                return self._decided(await self._record(step), name, timeout)
+                return self._decided(await self.record(step), name, timeout)
             await beat()  # stop and pause take effect here; the heartbeat moves on
             now = SYSTEM_CLOCK.time() + offset  # the store's clock, as of this node
-            if self.parkable:
+            if self.parkable and await waits.may_park(self, (name,)):
                 _park_waiting(name, now, deadline, check, poll_interval, self.park_threshold)
             wait = poll_interval
             if deadline is not None:
@@ -290,15 +321,19 @@ class Journal:
         task agrees on it, and the claim of a parked task reads it the same.
         """
         self.check_fenced()
-        offset = await self._clock_offset()
+        offset = await self.clock_offset()
         wake = await self.step(f"sleep:{name}", _deadline, (seconds, offset), {})
-        if self.parkable and wake - (SYSTEM_CLOCK.time() + offset) >= self.park_threshold:
+        if (
+            self.parkable
+            and wake - (SYSTEM_CLOCK.time() + offset) >= self.park_threshold
+            and await self.any_waits.may_park(self, ())
+        ):
             raise ParkRequest(wake)  # the attempt ends; the task is claimable again at ``wake``
         while (left := wake - (SYSTEM_CLOCK.time() + offset)) > 0:
             await beat()  # stop and pause take effect while it sleeps
             await asyncio.sleep(min(left, 1.0))
 
-    async def _clock_offset(self) -> float:
+    async def clock_offset(self) -> float:
         """How far the store's clock is ahead of this node's (seconds, may be negative)."""
         before = SYSTEM_CLOCK.time()
         store_now = (await through_outages(self._store.store_time)).timestamp()
@@ -393,7 +428,7 @@ class Journal:
             self._fenced_why = str(error)
             raise FencingError(self.task_id, self.epoch, str(error)) from None
 
-    async def _record(self, step: StepRecord) -> StepRecord:
+    async def record(self, step: StepRecord) -> StepRecord:
         """Write ``step``; a cancellation (a close's hand-back, a stop) waits for the write.
 
         What is recorded has happened (a body ran, a fact was decided): a
@@ -447,44 +482,6 @@ def _park_waiting(
     else:
         wake = now + FACT_RECHECK
     raise ParkRequest(wake if deadline is None else min(wake, deadline), fact=name)
-
-
-def _label(key: StepKey) -> str:
-    name, occurrence = key
-    return name if occurrence == 0 else f"{name}#{occurrence}"
-
-
-def _failure(error: BaseException) -> dict[str, str]:
-    """A step's error as recorded: type and message, in text every store can keep.
-
-    Messages are made by code we do not control (NUL, a lone surrogate of a
-    file name, a ``__str__`` that raises): escaped here, so the failure is
-    recorded and replayed instead of being refused by the store, which would
-    run the body again at every attempt.
-    """
-    try:
-        message = str(error)
-    except Exception as broken:
-        message = f"<str() of the error raised {type(broken).__name__}>"
-    return {
-        "type": storable_text(type(error).__name__)[:_MESSAGE],
-        "message": storable_text(message[:_MESSAGE])[: _MESSAGE * 2],
-    }
-
-
-def _replay(step: StepRecord) -> Any:
-    if step.ok:
-        return step.value
-    raise _replay_error(step)
-
-
-def _replay_error(step: StepRecord) -> StepFailed:
-    value = step.value if isinstance(step.value, dict) else {}
-    return StepFailed(
-        _label((step.name, step.occurrence)),
-        str(value.get("type", "Exception")),
-        str(value.get("message", "")),
-    )
 
 
 async def _in_a_thread(

@@ -14,7 +14,7 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -30,7 +30,7 @@ from chongming.logs.records import TASK_LOG_REDACTION
 from chongming.state.durable_names import MAX_NAME, check_name
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
-from chongming.task_api.journal import MAX_WAIT, ChildHandle, StepJournal
+from chongming.task_api.journal import MAX_WAIT, ChildEnd, ChildHandle, StepJournal
 from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 __all__ = ["Checkpoint", "TaskContext"]
@@ -39,7 +39,7 @@ _TASK_LOGGER = logging.getLogger("chongming.task")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _NO_UPSTREAM: Mapping[str, JsonValue] = MappingProxyType({})
 #: Step names the runtime records under (``wait_for_fact`` and ``sleep``).
-_RESERVED_STEPS = ("fact:", "sleep:", "child:")
+_RESERVED_STEPS = ("fact:", "sleep:", "child:", "children:")
 
 
 class Checkpoint:
@@ -145,8 +145,9 @@ class TaskContext(AttemptSignals):
         _check_name_arg("ctx.step", "step name", name)
         if name.startswith(_RESERVED_STEPS):
             raise ConfigurationError(
-                f"step name {name!r}: names starting with 'fact:', 'sleep:' or 'child:' are "
-                "the runtime's own (wait_for_fact, sleep and child record under them)"
+                f"step name {name!r}: names starting with 'fact:', 'sleep:', 'child:' or "
+                "'children:' are the runtime's own (wait_for_fact, sleep, child and "
+                "as_completed record under them)"
             )
         _check_callable("ctx.step", "fn", fn)
         if self.stop_requested:
@@ -300,11 +301,7 @@ class TaskContext(AttemptSignals):
         the same.
         """
         journal = self._durable_journal("ctx.gather")
-        for handle in handles:
-            if not isinstance(handle, ChildHandle):
-                raise ConfigurationError(
-                    f"ctx.gather(): each argument must be a handle from ctx.spawn(), got {handle!r}"
-                )
+        _check_handles("ctx.gather", handles)
         results: list[Any] = []
         failed: ChildFailed | None = None
         for handle in handles:
@@ -316,6 +313,20 @@ class TaskContext(AttemptSignals):
         if failed is not None:
             raise failed
         return results
+
+    def as_completed(self, *handles: ChildHandle) -> AsyncIterator[ChildEnd]:
+        """Each child's :class:`ChildEnd` as it ends: ``async for end in ctx.as_completed(...)``.
+
+        Parks off the slot (on a worker) until the next one ends. Which
+        children ended together is recorded once, so a replay sees the same
+        ends in the same order. A failed child does not raise here:
+        ``end.result()`` does (:class:`~chongming.errors.ChildFailed`). Leave
+        the loop early and, until those children are gathered, the task waits
+        in its slot instead of parking (docs/children.md).
+        """
+        journal = self._durable_journal("ctx.as_completed")
+        _check_handles("ctx.as_completed", handles)
+        return journal.as_completed(handles, self._checkpoint_on_loop)
 
     async def child(self, name: str, /, *args: Any, key: str | None = None, **kwargs: Any) -> Any:
         """Run the task ``name`` as a child and return its result: ``spawn`` then ``gather``.
@@ -560,3 +571,11 @@ def _check_number(what: str, value: object) -> None:
         raise PayloadError(what, f"must be a number, got {type(value).__name__}")
     if not math.isfinite(value) or value < 0:
         raise PayloadError(what, "must be a finite number >= 0")
+
+
+def _check_handles(what: str, handles: tuple[object, ...]) -> None:
+    for handle in handles:
+        if not isinstance(handle, ChildHandle):
+            raise ConfigurationError(
+                f"{what}(): each argument must be a handle from ctx.spawn(), got {handle!r}"
+            )

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
-__all__ = ["MAX_WAIT", "ChildHandle", "EffectInfo", "ParkRequest", "StepJournal", "StepObserver"]
+from chongming.errors import ChildFailed
+
+__all__ = [
+    "MAX_WAIT",
+    "ChildEnd",
+    "ChildHandle",
+    "EffectInfo",
+    "ParkRequest",
+    "StepJournal",
+    "StepObserver",
+]
 
 #: The longest durable sleep, fact timeout or poll interval (seconds): 100 years.
 #: Longer is no deadline a store can keep well; a wait without one is ``timeout=None``.
@@ -52,6 +62,52 @@ class ChildHandle:
 
     task_id: str
     name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ChildEnd:
+    """How a child ended, as ``ctx.as_completed`` gives it: :meth:`result` or its fields.
+
+    ``status`` is the child's terminal status (``"succeeded"``, ``"failed"``,
+    ``"stopped"``, ...); ``value`` its result when it succeeded; ``message``
+    and ``error_type`` its failure otherwise.
+    """
+
+    handle: ChildHandle
+    status: str
+    value: Any = None
+    message: str = ""
+    error_type: str = ""
+
+    @property
+    def task_id(self) -> str:
+        return self.handle.task_id
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "succeeded"
+
+    def result(self) -> Any:
+        """The child's result, or :class:`~chongming.errors.ChildFailed` if it did not succeed."""
+        if self.ok:
+            return self.value
+        raise ChildFailed(self.handle.task_id, self.status, self.message, self.error_type)
+
+    @classmethod
+    def from_fact(cls, handle: ChildHandle, end: object) -> ChildEnd:
+        """Read the fact a child's end left for its parent (:mod:`chongming.stores.children`)."""
+        end = end if isinstance(end, dict) else {}
+        status = str(end.get("status", "unknown"))
+        if status == "succeeded":
+            return cls(handle=handle, status=status, value=end.get("result"))
+        failure = end.get("failure")
+        failure = failure if isinstance(failure, dict) else {}
+        return cls(
+            handle=handle,
+            status=status,
+            message=str(failure.get("message") or f"the child ended {status}"),
+            error_type=str(failure.get("exception_type") or ""),
+        )
 
 
 #: Wraps one durable call: ``observe(kind, name, journal, call)`` returns ``call``
@@ -123,6 +179,12 @@ class StepJournal(Protocol):
 
     async def child_result(self, handle: ChildHandle, beat: Callable[[], Awaitable[None]]) -> Any:
         """The child's result, or :class:`~chongming.errors.ChildFailed`; decided once."""
+
+    def as_completed(
+        self, handles: Sequence[ChildHandle], beat: Callable[[], Awaitable[None]]
+    ) -> AsyncIterator[ChildEnd]:
+        """Each child's end as it comes; the order is recorded once and replayed."""
+        ...
 
     async def enqueue(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``controller.enqueue`` on the controller that runs this task."""

@@ -8,12 +8,14 @@ PostgreSQL store that the fixture closes at the end of the test.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from chongming import Controller
 from chongming.stores.base import TaskStore
+from tests.conftest import FAST
 from tests.stores.pg_support import drop_schema, fresh_name, require_postgres
 
 __all__ = ["StoreMaker", "stores", "where"]
@@ -45,6 +47,20 @@ class StoreMaker:
         store = PostgresTaskStore(str(where[0]), schema=str(where[1]))
         self.opened.append(store)
         return store
+
+    def one_slot_worker(self, where: object, register: Callable[[Controller], None]) -> Controller:
+        """A worker with one slot that parks every durable wait at once (park_threshold=0)."""
+        worker = Controller(
+            store=self.make(where), owner="w-1", work=True, max_parallel=1, poll_interval=0.05,
+            windows=FAST, park_threshold=0.0,
+        )  # fmt: skip
+        register(worker)
+        return worker
+
+    def client(self, where: object, register: Callable[[Controller], None]) -> Controller:
+        client = Controller(store=self.make(where), owner="client")
+        register(client)
+        return client
 
 
 @pytest.fixture

@@ -22,9 +22,7 @@ from chongming import (
     TaskContext,
     TaskStatus,
 )
-from chongming.stores.base import TaskStore
 from chongming.testing.store_contract import make_snapshot, next_step
-from tests.conftest import FAST
 from tests.control.both_stores import StoreMaker, stores, where
 
 __all__ = ["stores", "where"]  # fixtures
@@ -41,10 +39,6 @@ def _maker(stores: StoreMaker) -> None:
     MAKER[:] = [stores]
     ran.clear()
     attempts_seen.clear()
-
-
-def _store(where: object) -> TaskStore | Path:
-    return MAKER[0].make(where)
 
 
 async def charge(ctx: TaskContext, order: int, *, amount: int = 10) -> str:
@@ -113,18 +107,11 @@ def _register(controller: Controller) -> None:
 
 
 def _worker(where: object) -> Controller:
-    worker = Controller(
-        store=_store(where), owner="w-1", work=True, max_parallel=1, poll_interval=0.05,
-        windows=FAST, park_threshold=0.0,
-    )  # fmt: skip
-    _register(worker)
-    return worker
+    return MAKER[0].one_slot_worker(where, _register)
 
 
 def _client(where: object) -> Controller:
-    client = Controller(store=_store(where), owner="client")
-    _register(client)
-    return client
+    return MAKER[0].client(where, _register)
 
 
 async def test_a_child_returns_its_result_and_a_failed_one_raises_child_failed(

@@ -417,9 +417,10 @@ async def test_a_long_sleep_parks_the_task_off_its_slot_and_it_comes_back(tmp_pa
     assert ("retry_wait", "queued", "runtime:parked") in steps
 
 
-async def test_step_names_of_the_runtime_are_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["sleep:nap", "children:any"])
+async def test_step_names_of_the_runtime_are_refused(tmp_path: Path, name: str) -> None:
     async def impostor(ctx: Any) -> None:
-        await ctx.step("sleep:nap", fetch, 1)
+        await ctx.step(name, fetch, 1)
 
     db = tmp_path / "q.db"
     async with Controller(store=db, owner="client") as client:
@@ -430,7 +431,7 @@ async def test_step_names_of_the_runtime_are_refused(tmp_path: Path) -> None:
             final = await queued.wait(timeout=20)
     assert final.failure is not None
     assert (
-        "names starting with 'fact:', 'sleep:' or 'child:' are the runtime's own"
+        "names starting with 'fact:', 'sleep:', 'child:' or 'children:' are the runtime's own"
         in final.failure.message
     )
     assert RAN == {}
