@@ -99,6 +99,8 @@ def steps_for(
         closing = Move(TaskStatus.STOPPING, Trigger.SHUTDOWN, "the host is closing")
         return (closing, confirmed), Then.NOTHING
     if end is End.PARKED:
+        if stopping:  # the stop came as it parked: it ended at a safe point, so it stopped
+            return (Move(TaskStatus.STOPPED, Trigger.STOP_CONFIRMED, stop_reason),), Then.NOTHING
         return _NOTHING, Then.PARK
     if end is End.LOST:
         stopped = stopping or handing_back is not None

@@ -105,7 +105,13 @@ def test_every_answer_is_a_legal_walk_to_where_its_follow_up_starts(
         assert moves[-1].trigger == expected
         assert moves[-1].reason == (stop_reason or handing_back)
     elif end is End.PARKED:
-        assert then is Then.PARK
+        if status is TaskStatus.STOPPING:  # a stop that came as it parked wins
+            assert final is TaskStatus.STOPPED
+            assert moves[-1].trigger == Trigger.STOP_CONFIRMED
+        else:
+            assert then is Then.PARK
+            # The park's own first move (-> retry_wait, runtime:sleeping) is legal from here.
+            assert TaskStatus.RETRY_WAIT in TRANSITIONS[final]
     else:
         assert final in (TaskStatus.FAILED, TaskStatus.RETRY_WAIT)
         if status is TaskStatus.STOPPING or not retry:
