@@ -376,6 +376,7 @@ class BlockingController:
     submit = _returning_handle(blocking_twin(Controller.submit))  # type: ignore[arg-type]
     enqueue = _returning_queued(blocking_twin(Controller.enqueue))  # type: ignore[arg-type]
     enqueue_many = _returning_queued_each(blocking_twin(Controller.enqueue_many))
+    enqueue_pipeline = _returning_queued(blocking_twin(Controller.enqueue_pipeline))
     get = blocking_twin(Controller.get)
     history = blocking_twin(Controller.history)
     list_tasks = blocking_twin(Controller.list_tasks)

@@ -62,6 +62,8 @@ __all__ = [
 
 POLL_INTERVAL = 0.2
 DEFAULT_HOST = "127.0.0.1"
+#: Task names of the runtime's own (controller/stored_pipelines.py): not the user's to list.
+BUILT_IN_PREFIX = "chongming:"
 _LOG_LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warning"}
 _LOG_LEVEL_NAMES[logging.ERROR] = "error"
 
@@ -128,7 +130,11 @@ def startup_fields(
     store: str,
     endpoints: Mapping[str, str | None],
 ) -> dict[str, Any]:
-    """Every setting in force, as the start-up line names them (its JSON form too)."""
+    """Every setting in force, as the start-up line names them (its JSON form too).
+
+    ``serves`` names what the user registered; the node row also lists the
+    runtime's own tasks (``chongming:pipeline``), which every worker serves.
+    """
     from chongming.scheduler.buckets import format_bucket_ranges
 
     registry = controller.registry
@@ -136,6 +142,7 @@ def startup_fields(
         name if version is None else f"{name}@{version}"
         for name in registry.names
         for version in registry.versions(name)
+        if not name.startswith(BUILT_IN_PREFIX)  # every worker serves those (docs/pipelines.md)
     ]
     owned = controller.owned_buckets
     num_buckets = controller.buckets.num_buckets

@@ -15,7 +15,7 @@ ends; the outcome is recorded once and replays the same.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from chongming.control.any_wait import AnyWaitJournal, wait_any
@@ -90,18 +90,26 @@ async def spawn_child(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     key: str | None,
+    options: Mapping[str, Any] | None = None,
 ) -> ChildHandle:
-    """Enqueue the child once per task (memoised); its handle. Bad input writes nothing."""
+    """Enqueue the child once per task (memoised); its handle. Bad input writes nothing.
+
+    ``options``: more keywords of the enqueue (a stored pipeline's node id,
+    label, tag and upstream fact); their name and arguments were checked
+    when the pipeline was enqueued, on a node that may serve other names.
+    """
     parent = journal.task_id
     if plane is None:
         raise CheckpointMisuse(
             "ctx.child() needs the controller that runs this task; this journal has none "
             "(run the task on a Controller with a store)"
         )
-    registry = plane.registry
-    if name not in registry:
-        raise UnknownTask(name, tuple(registry.names))
-    registry.get(name).bind_check(args, kwargs)
+    if options is None:
+        registry = plane.registry
+        if name not in registry:
+            raise UnknownTask(name, tuple(registry.names))
+        registry.get(name).bind_check(args, kwargs)
+    extra = dict(options or {})
     if key is not None:
         await _refuse_cycle(store, parent, name, key)
     idempotency_key = (
@@ -109,7 +117,9 @@ async def spawn_child(
     )
 
     async def enqueue() -> str:
-        queued = await plane.enqueue(name, *args, idempotency_key=idempotency_key, **kwargs)
+        queued = await plane.enqueue(
+            name, *args, idempotency_key=idempotency_key, **extra, **kwargs
+        )
         child_id: str = queued.task_id
         await through_outages(lambda: store.link_child(parent, child_id))
         linked = await through_outages(lambda: store.parent_of(child_id))

@@ -30,7 +30,7 @@ import functools
 import inspect
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
@@ -172,10 +172,15 @@ class Journal:
         return self._seen[name]
 
     async def spawn(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str | None
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        key: str | None,
+        options: Mapping[str, Any] | None = None,
     ) -> ChildHandle:
         self.check_fenced()
-        return await spawn_child(self, self._store, self.plane, name, args, kwargs, key)
+        return await spawn_child(self, self._store, self.plane, name, args, kwargs, key, options)
 
     async def child_result(self, handle: ChildHandle, beat: Callable[[], Awaitable[None]]) -> Any:
         self.check_fenced()

@@ -1,4 +1,4 @@
-"""Pipelines submitted to a controller: the DAG's nodes as runs of its host.
+"""Pipelines submitted to a controller (the DAG's nodes as runs of its host) or enqueued.
 
 A mixin of :class:`~chongming.controller.Controller` (one idea per module).
 """
@@ -6,16 +6,21 @@ A mixin of :class:`~chongming.controller.Controller` (one idea per module).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chongming.control.plane import ControlPlane
 from chongming.controller.host import ControllerHost
+from chongming.controller.queued import QueuedTask
 from chongming.controller.run_factory import RunFactory
+from chongming.controller.served import ServedVersions
+from chongming.controller.stored_pipelines import PIPELINE_TASK, graph_to_json
 from chongming.controller.support import await_to_the_end
-from chongming.pipeline.graph import Pipeline
+from chongming.errors import ChongmingError, ConfigurationError, UnknownTask
+from chongming.pipeline.graph import Pipeline, check_run_id
 from chongming.pipeline.run import LivePipelines, PipelineRun
 from chongming.pipeline.submit import prepare_pipeline
 from chongming.run.task_run import TaskRun
+from chongming.state.ids import new_task_id
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec, durable_needs_store
 
@@ -23,16 +28,66 @@ __all__ = ["PipelineCalls"]
 
 
 class PipelineCalls:
-    """:meth:`submit_pipeline`; see the module docstring."""
+    """:meth:`submit_pipeline` and :meth:`enqueue_pipeline`; see the module docstring."""
 
     _host: ControllerHost
     _plane: ControlPlane | None
     _pipelines: LivePipelines
+    _served: ServedVersions | None
     registry: TaskRegistry
     run_factory: RunFactory
 
     async def _open(self) -> None:
         raise NotImplementedError  # the controller's
+
+    if TYPE_CHECKING:  # EnqueueCalls'
+
+        async def enqueue(self, name: str, *args: Any, **kwargs: Any) -> QueuedTask: ...
+
+    async def enqueue_pipeline(
+        self, pipeline: Pipeline, *, run_id: str | None = None
+    ) -> QueuedTask:
+        """Run ``pipeline`` on the shared plane: a coordinator task any worker may take.
+
+        The graph is stored as the arguments of one durable task
+        (``chongming:pipeline``, task id ``run_id``); it enqueues each node as
+        its child ``<run_id>:<node_id>`` once the node's join holds, and a
+        coordinator whose worker dies resumes on another (docs/pipelines.md).
+        Checked before anything is written: the graph, and each node's task
+        name: registered here (then its arguments are checked against its
+        function) or served by a live worker, else :class:`UnknownTask`.
+        The handle's result is the outcome; a pipeline that did not succeed
+        fails its coordinator with :class:`PipelineNotSucceeded`.
+        """
+        await self._open()
+        if not isinstance(pipeline, Pipeline):
+            raise ConfigurationError(
+                f"enqueue_pipeline takes a Pipeline, got {type(pipeline).__name__}"
+            )
+        graph = pipeline.validate()
+        run_id = new_task_id() if run_id is None else check_run_id(run_id)
+        for node in graph.nodes:
+            try:
+                await self._check_served(node.task_name, node.args, dict(node.kwargs))
+            except ChongmingError as error:
+                error.add_note(f"in node {node.node_id!r} of pipeline {graph.name!r}")
+                raise
+        return await self.enqueue(
+            PIPELINE_TASK, graph_to_json(graph), task_id=run_id, label=graph.name
+        )
+
+    async def _check_served(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if name in self.registry:
+            self.registry.get(name).bind_check(args, kwargs)
+            return
+        if self._served is not None and await self._served.serves(name):
+            return
+        error = UnknownTask(name, tuple(self.registry.names))
+        error.add_note(
+            "no live worker serves it and it is not registered here: start a worker that "
+            "registers it (the pipeline would wait for one forever)"
+        )
+        raise error
 
     async def submit_pipeline(
         self, pipeline: Pipeline, *, run_id: str | None = None

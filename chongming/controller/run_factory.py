@@ -17,7 +17,7 @@ from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
 from chongming.run.task_run import TaskRun
-from chongming.state.records import TaskSnapshot
+from chongming.state.records import JsonValue, TaskSnapshot
 from chongming.task_api.spec import TaskSpec
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ class RunFactory:
         priority: int | None = None,
         bucket: int | None = None,
         bucket_key: str | None = None,
+        upstream: Mapping[str, JsonValue] | None = None,
     ) -> TaskRun:
         """A run of ``spec`` on this controller's host (every check of ``TaskRun`` applies)."""
         return TaskRun(
@@ -74,10 +75,19 @@ class RunFactory:
             artifact_root=self.artifact_root,
             host=self.host,
             max_payload_bytes=self.max_payload_bytes,
+            upstream=upstream,
         )
 
-    def claimed(self, spec: TaskSpec, stored: TaskSnapshot) -> TaskRun:
-        """A local run for a task claimed from the queue (the worker then adopts it)."""
+    def claimed(
+        self,
+        spec: TaskSpec,
+        stored: TaskSnapshot,
+        upstream: Mapping[str, JsonValue] | None = None,
+    ) -> TaskRun:
+        """A local run for a task claimed from the queue (the worker then adopts it).
+
+        ``upstream``: a stored pipeline node's inputs (``ctx.upstream``).
+        """
         return self.new(
             spec,
             stored.args,
@@ -89,4 +99,5 @@ class RunFactory:
             priority=stored.priority,
             bucket=stored.bucket,
             bucket_key=stored.bucket_key,
+            upstream=upstream,
         )

@@ -72,6 +72,12 @@ class ServedVersions:
         ]
         return max(versions) if versions else None
 
+    async def serves(self, name: str) -> bool:
+        """Whether a live worker serves ``name`` (any version), by a view at most a TTL old."""
+        await self.highest(name)  # reads the node rows again if the view is stale
+        prefix = name + "@"
+        return name in self._served or any(entry.startswith(prefix) for entry in self._served)
+
     def _take(self, nodes: list[NodeRecord], at: float) -> None:
         self._served = served_by_live_nodes(nodes)
         self._read_at = at

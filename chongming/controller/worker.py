@@ -43,6 +43,7 @@ from chongming.controller.claim_returns import give_back_start, patiently, refus
 from chongming.controller.pools import WorkerPool
 from chongming.controller.rates import check_rate_store
 from chongming.controller.schedules import schedule_loop_for
+from chongming.controller.stored_pipelines import PIPELINE_TASK, coordinate, node_inputs
 from chongming.errors import (
     ChongmingError,
     ConfigurationError,
@@ -88,7 +89,7 @@ class Worker:
         owner: str,
         max_parallel: int,
         owned_buckets: frozenset[int] | None,
-        make_run: Callable[[TaskSpec, TaskSnapshot], TaskRun],
+        make_run: Callable[[TaskSpec, TaskSnapshot, Mapping[str, Any] | None], TaskRun],
         poll_interval: float,
         withheld: Callable[[], frozenset[str]] | None = None,
         exclude_tags: Callable[[], Collection[str]] | None = None,
@@ -411,7 +412,8 @@ class Worker:
         self._drop_ended(stored.task_id)
         try:
             spec = self._registry.get(stored.name, stored.version)
-            run = self._make_run(spec, stored)
+            upstream = await node_inputs(self._plane.store, stored)  # a stored pipeline's node
+            run = self._make_run(spec, stored, upstream)
             run.adopt(stored, history)
         except (ChongmingError, ValueError) as error:
             queued_by = history[-1].trigger if history else None
@@ -459,6 +461,8 @@ def worker_of(
         raise ConfigurationError("work=True needs a store: Controller(store=...)")
     options = controller.worker_options
     check_rate_store(options.rate_limits, plane.store)
+    if PIPELINE_TASK not in controller.registry:  # every worker may coordinate a pipeline
+        controller.registry.register(PIPELINE_TASK, coordinate, durable=True)
     withheld = None if cluster is None else cluster.blocked
     limits = controller.limits
     return Worker(

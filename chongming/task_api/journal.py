@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 from chongming.errors import ChildFailed
@@ -173,7 +173,12 @@ class StepJournal(Protocol):
         """Sleep until a wake-up time recorded once."""
 
     async def spawn(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], key: str | None
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        key: str | None,
+        options: Mapping[str, Any] | None = None,
     ) -> ChildHandle:
         """Enqueue a child task once per task (a memoised step); its handle."""
 

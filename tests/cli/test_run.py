@@ -313,4 +313,4 @@ async def test_ps_and_the_bucket_report_name_what_no_live_worker_serves(tmp_path
     assert report.stdout.splitlines()[-1] == result.stdout.splitlines()[-1]
     assert report_json["unserved"] == {"report": 1, "sync@1": 2}
     nodes = as_json(await asyncio.to_thread(invoke, db, "nodes", "--json"))["nodes"]
-    assert nodes[0]["serves"] == ["sync@2"]
+    assert nodes[0]["serves"] == ["chongming:pipeline", "sync@2"]  # and pipelines, anywhere

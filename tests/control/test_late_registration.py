@@ -13,11 +13,16 @@ import asyncio
 from typing import Any
 
 from chongming import Controller, TaskStatus
+from chongming.controller.stored_pipelines import PIPELINE_TASK
 from chongming.stores.base import TaskStore
 from tests.conftest import FAST
 from tests.control.both_stores import StoreMaker, stores, where
 
 __all__ = ["stores", "where"]
+
+
+#: What every worker serves before anything is registered: the stored pipelines' coordinator.
+BUILT_IN = frozenset({PIPELINE_TASK})
 
 
 async def v2(ctx: Any) -> str:
@@ -56,9 +61,9 @@ async def test_tasks_registered_after_the_start_are_published_and_pinned(
         )
         async with worker:
             await client.enqueue("warmup", task_id="warmup")  # the worker is a node by now
-            assert await _serves(store, "w-late") == frozenset()
+            assert await _serves(store, "w-late") == BUILT_IN
             worker.register("job", v2, version=2)
-            await _until_serves(store, "w-late", frozenset({"job@2"}))
+            await _until_serves(store, "w-late", BUILT_IN | {"job@2"})
             # A new client (no cached view of the rows) pins to the live version.
             async with Controller(store=stores.make(where), owner="client-2") as fresh:
                 queued = await fresh.enqueue("job", task_id="j-1")
@@ -87,4 +92,4 @@ async def test_a_renewal_publishes_what_changed_in_the_registry(
         async with worker:
             await client.enqueue("warmup", task_id="warmup")
             worker.registry.register("other", other)  # past the controller: no publish call
-            await _until_serves(store, "w-renews", frozenset({"other"}))
+            await _until_serves(store, "w-renews", BUILT_IN | {"other"})
