@@ -23,6 +23,7 @@ BENCHMARKS = [
     ["bench_dashboard_charts.py"],
     ["bench_durable.py"],
     ["bench_children.py"],
+    ["bench_stored_pipeline.py"],
     ["bench_child_roundtrip.py", "--n", "100"],  # DBOS beside it when the bench extra is in
     ["bench_durable_dbos.py"],  # DBOS beside chongming; skipped without the bench extra
     ["bench_prune.py"],

@@ -40,6 +40,7 @@ from chongming.stores.nodes import CommandKind
 from chongming.task_api.journal import ChildEnd, ChildHandle
 
 __all__ = [
+    "COORDINATOR_RESUMES",
     "NODE_TAG",
     "PIPELINE_TASK",
     "UPSTREAM_FACT",
@@ -55,6 +56,9 @@ PIPELINE_TASK = "chongming:pipeline"
 NODE_TAG = "chongming:pipeline-node"
 #: The fact a node starts with: its succeeded upstreams' results, by node id.
 UPSTREAM_FACT = "pipeline:upstream"
+#: A coordinator's attempts lost with their worker, resumed (a resume replays decisions
+#: only: it costs reads, and no node runs again), before it is judged lost for good.
+COORDINATOR_RESUMES = 100
 #: How long a coordinator that found its stop command waits for it to arrive (seconds).
 STOP_ARRIVES = 30.0
 _CALLED_OFF = frozenset({"stopped", "cancelled"})

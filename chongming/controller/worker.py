@@ -43,7 +43,12 @@ from chongming.controller.claim_returns import give_back_start, patiently, refus
 from chongming.controller.pools import WorkerPool
 from chongming.controller.rates import check_rate_store
 from chongming.controller.schedules import schedule_loop_for
-from chongming.controller.stored_pipelines import PIPELINE_TASK, coordinate, node_inputs
+from chongming.controller.stored_pipelines import (
+    COORDINATOR_RESUMES,
+    PIPELINE_TASK,
+    coordinate,
+    node_inputs,
+)
 from chongming.errors import (
     ChongmingError,
     ConfigurationError,
@@ -462,7 +467,9 @@ def worker_of(
     options = controller.worker_options
     check_rate_store(options.rate_limits, plane.store)
     if PIPELINE_TASK not in controller.registry:  # every worker may coordinate a pipeline
-        controller.registry.register(PIPELINE_TASK, coordinate, durable=True)
+        controller.registry.register(
+            PIPELINE_TASK, coordinate, durable=True, max_resumes=COORDINATOR_RESUMES
+        )
     withheld = None if cluster is None else cluster.blocked
     limits = controller.limits
     return Worker(
