@@ -24,7 +24,7 @@ from typing import Any
 
 from chongming.control.outages import through_outages
 from chongming.errors import ChongmingError, TaskCancelled
-from chongming.pipeline.graph import Pipeline, PipelineGraph
+from chongming.pipeline.graph import PipelineGraph
 from chongming.pipeline.join import (
     AggregationPolicy,
     JoinMode,
@@ -36,7 +36,7 @@ from chongming.pipeline.join import (
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
-from chongming.stores.nodes import CommandKind
+from chongming.stores.nodes import CommandKind, CommandState
 from chongming.task_api.journal import ChildEnd, ChildHandle
 
 __all__ = [
@@ -105,10 +105,6 @@ def graph_to_json(graph: PipelineGraph) -> dict[str, Any]:
             for node in graph.nodes
         ],
     }
-
-
-def graph_of(pipeline: Pipeline) -> dict[str, Any]:
-    return graph_to_json(pipeline.validate())
 
 
 class _Progress:
@@ -209,9 +205,13 @@ async def _unless_stopping(ctx: Any) -> None:
     ``stopped`` in between must not be judged as one a person stopped alone
     (its ``all_settled`` dependents would run after the pipeline was stopped).
     """
+    await ctx.checkpoint()  # here already
     store = ctx.journal.store
     records = await through_outages(lambda: store.command_records(task_id=ctx.task_id, limit=20))
-    if not any(record.command.kind is CommandKind.STOP for record in records):
+    if not any(
+        record.command.kind is CommandKind.STOP and record.state is not CommandState.DONE
+        for record in records
+    ):
         return
     for _ in range(int(STOP_ARRIVES / 0.05)):
         await ctx.checkpoint()  # raises TaskCancelled once the command is here
