@@ -108,11 +108,16 @@ def _client(where: object) -> Controller:
     return MAKER[0].client(where, _register)
 
 
+def _register_plain(controller: Controller) -> None:
+    """The non-durable tasks: what a controller without a store can register."""
+    for name, fn in (("fetch", fetch), ("transform", transform), ("load", load)):
+        controller.register(name, fn)
+    controller.register("audit", audit)
+
+
 async def _in_process(pipeline: Pipeline) -> dict[str, str]:
     async with Controller(max_parallel=2) as controller:
-        for name, fn in (("fetch", fetch), ("transform", transform), ("load", load)):
-            controller.register(name, fn)
-        controller.register("audit", audit)
+        _register_plain(controller)
         run = await controller.submit_pipeline(pipeline)
         outcome = await run.wait(timeout=30)
     return {node: ended.status.value for node, ended in outcome.nodes.items()}
@@ -282,3 +287,22 @@ def test_the_graph_travels_as_json(tmp_path: Path) -> None:
     assert [node["id"] for node in graph["nodes"]] == ["fetch", "s0", "s1", "s2", "load", "audit"]
     assert graph["nodes"][-1]["join"] == "all_settled"
     assert graph["aggregation"] == "fail_fast"
+
+
+async def test_a_run_id_in_use_is_refused_and_the_first_run_is_untouched(where: object) -> None:
+    from chongming import DuplicateTaskId
+
+    async with _client(where) as client:
+        first = await client.enqueue_pipeline(etl(), run_id="once")
+        with pytest.raises(DuplicateTaskId):
+            await client.enqueue_pipeline(etl(AggregationPolicy.ALL_SETTLED), run_id="once")
+        stored = await client.get("once")
+        assert stored.args[0]["aggregation"] == "fail_fast"  # the first run's graph
+        assert [t.task_id for t in await client.list_tasks()] == [first.task_id]
+
+
+async def test_a_controller_without_a_store_is_told_it_needs_one() -> None:
+    async with Controller() as memory_only:
+        _register_plain(memory_only)
+        with pytest.raises(ConfigurationError, match="needs a store"):
+            await memory_only.enqueue_pipeline(etl())
