@@ -58,7 +58,8 @@ class StoreMaker:
         return worker
 
     def client(self, where: object, register: Callable[[Controller], None]) -> Controller:
-        client = Controller(store=self.make(where), owner="client")
+        """A client that looks at what it waits for every 50 ms (SQLite has no NOTIFY)."""
+        client = Controller(store=self.make(where), owner="client", poll_interval=0.05)
         register(client)
         return client
 

@@ -224,7 +224,9 @@ async def test_a_node_nobody_serves_is_refused_and_nothing_is_written(where: obj
 
 
 async def test_a_live_worker_serving_the_name_is_enough(where: object) -> None:
-    async with Controller(store=MAKER[0].make(where), owner="bare") as bare:  # registers nothing
+    async with Controller(
+        store=MAKER[0].make(where), owner="bare", poll_interval=0.05
+    ) as bare:  # registers nothing
         async with _worker(where):
             pipeline = Pipeline("one")
             pipeline.node("fetch", "d")
