@@ -60,13 +60,12 @@ TTL = 1.0
 pytestmark = pytest.mark.timeout(120 + KILLS * 10)
 
 
-def _worker(
-    options: list[str], owner: str, logs: Path, *, ttl: float = TTL
+def worker_process(
+    options: list[str], owner: str, logs: Path, command: list[str]
 ) -> subprocess.Popen[bytes]:
+    """``chongming <options> --owner <owner> <command>``, its stderr in ``logs/<owner>.err``."""
     env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
     env["PYTHONPATH"] = str(ROOT)
-    command = ["worker", "--tasks", "tests.cli.durable_tasks", "--max-parallel", "3"]
-    command += ["--lease-ttl", str(ttl), "--grace", "2"]
     with (logs / f"{owner}.err").open("wb") as err:  # the child keeps its own copy
         return subprocess.Popen(
             [sys.executable, "-m", "chongming", *options, "--owner", owner, *command],
@@ -76,6 +75,14 @@ def _worker(
             cwd=ROOT,
             env=env,
         )
+
+
+def _worker(
+    options: list[str], owner: str, logs: Path, *, ttl: float = TTL
+) -> subprocess.Popen[bytes]:
+    command = ["worker", "--tasks", "tests.cli.durable_tasks", "--max-parallel", "3"]
+    command += ["--lease-ttl", str(ttl), "--grace", "2"]
+    return worker_process(options, owner, logs, command)
 
 
 async def _started(worker: subprocess.Popen[bytes], log: Path) -> subprocess.Popen[bytes]:
@@ -215,19 +222,9 @@ async def _until_running_on(client: Controller, owner: str) -> bool:
 
 def _graceful_worker(options: list[str], owner: str, logs: Path) -> subprocess.Popen[bytes]:
     """A worker with a grace shorter than a task: SIGTERM finds durable tasks mid-run."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
-    env["PYTHONPATH"] = str(ROOT)
     command = ["worker", "--tasks", "tests.cli.durable_tasks", "--max-parallel", "3"]
     command += ["--lease-ttl", "30", "--grace", "0.2"]  # a lapsed lease cannot be what saves them
-    with (logs / f"{owner}.err").open("wb") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "chongming", *options, "--owner", owner, *command],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            bufsize=0,
-            cwd=ROOT,
-            env=env,
-        )
+    return worker_process(options, owner, logs, command)
 
 
 @pytest.mark.slow

@@ -14,11 +14,9 @@ counts every node's result (so each node's upstream reached it).
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,8 +24,8 @@ import pytest
 
 from chongming import Controller, TaskSnapshot, TaskStatus
 from chongming.pipeline import Pipeline
-from tests.cli.test_durable_processes import _let_go, _started
-from tests.cli.test_worker_process import DEADLINE, ROOT, _client_store, _finish, plane
+from tests.cli.test_durable_processes import _let_go, _started, worker_process
+from tests.cli.test_worker_process import DEADLINE, _client_store, _finish, plane
 from tests.tiers import proof_size
 
 __all__ = ["plane"]
@@ -40,20 +38,10 @@ pytestmark = pytest.mark.timeout(120 + KILLS * 10)
 
 
 def _worker(options: list[str], owner: str, names: str, logs: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CHONGMING_DB", "CHONGMING_SCHEMA")}
-    env["PYTHONPATH"] = str(ROOT)
     command = ["worker", "--tasks", "tests.cli.pipeline_tasks", "--names", names]
     command += ["--max-parallel", str(WIDTH), "--lease-ttl", "1", "--grace", "2"]
     command += ["--poll-interval", "0.05"]
-    with (logs / f"{owner}.err").open("wb") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "chongming", *options, "--owner", owner, *command],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            bufsize=0,
-            cwd=ROOT,
-            env=env,
-        )
+    return worker_process(options, owner, logs, command)
 
 
 def waves(ledger: str) -> tuple[Pipeline, int]:
