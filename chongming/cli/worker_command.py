@@ -236,8 +236,10 @@ def _store_secrets(location: str) -> frozenset[str]:
 
 
 async def _serve(options: Options, module: ModuleType, settings: WorkerSettings) -> int:
+    from chongming.cli.asyncpg_noise import quiet_cancelled_connects
     from chongming.controller.controller import Controller
 
+    quiet_cancelled_connects(asyncio.get_running_loop())
     redaction = RedactingFilter(_store_secrets(options.db))
     lines = _Lines(settings.log_format, redaction, sys.stdout)
     root = logging.getLogger()

@@ -96,7 +96,8 @@ class CommandPoller:
             if claimed >= self._batch:
                 continue  # more may be waiting: drain before sleeping
             try:
-                await asyncio.wait_for(self._store.wait_command_hint(), self._poll_interval)
+                async with asyncio.timeout(self._poll_interval):
+                    await self._store.wait_command_hint()
             except TimeoutError:
                 pass
             except StoreClosed:

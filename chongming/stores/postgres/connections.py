@@ -53,7 +53,8 @@ def as_stored(snapshot: TaskSnapshot) -> TaskSnapshot:
 async def close_pool(pool: Any, timeout: float) -> None:
     """Graceful close, falling back to terminate when it fails or is cancelled."""
     try:
-        await asyncio.wait_for(pool.close(), timeout)
+        async with asyncio.timeout(timeout):
+            await pool.close()
     except asyncio.CancelledError:
         pool.terminate()
         raise
@@ -77,7 +78,8 @@ async def keep_session(conn: Any) -> None:
 async def close_connection(conn: Any) -> None:
     """Close a connection of the store's own (the listener's), terminating it if that fails."""
     try:
-        await asyncio.wait_for(conn.close(), 2.0)
+        async with asyncio.timeout(2.0):
+            await conn.close()
     except asyncio.CancelledError:
         conn.terminate()
         raise

@@ -69,7 +69,8 @@ class CommandListener:
         wakeup = self._wakeup
         while not wakeup.is_set():
             try:
-                await asyncio.wait_for(wakeup.wait(), self._probe_interval)
+                async with asyncio.timeout(self._probe_interval):
+                    await wakeup.wait()
             except TimeoutError:
                 if not await self._alive():
                     break
@@ -106,7 +107,8 @@ class CommandListener:
         if not conn.is_closed():
             conn.remove_termination_listener(self._on_terminated)
             try:
-                await asyncio.wait_for(conn.remove_listener(self._channel, self._on_notify), 2.0)
+                async with asyncio.timeout(2.0):
+                    await conn.remove_listener(self._channel, self._on_notify)
             except Exception as error:  # the connection is going away anyway
                 log.debug("UNLISTEN failed (%s)", type(error).__name__)
         await self._disconnect(conn)
@@ -140,7 +142,8 @@ class CommandListener:
         if conn is None or conn.is_closed():
             return False
         try:
-            await asyncio.wait_for(conn.fetchval("SELECT 1"), self._probe_interval)
+            async with asyncio.timeout(self._probe_interval):
+                await conn.fetchval("SELECT 1")
         except Exception as error:  # any failure means: reconnect, then poll
             log.info("command listener probe failed (%s); reconnecting", type(error).__name__)
             return False

@@ -80,8 +80,8 @@ class PostgresPlumbing:
         target = self._target
         what = f"connecting to PostgreSQL at {target.redacted!r}"
         try:
-            return await asyncio.wait_for(
-                self._asyncpg.create_pool(
+            async with asyncio.timeout(self._connect_timeout * 2):
+                return await self._asyncpg.create_pool(
                     target.dsn,
                     min_size=self._min_size,
                     max_size=self._max_size,
@@ -90,9 +90,7 @@ class PostgresPlumbing:
                     reset=keep_session,
                     init=known_arrays,
                     **target.kwargs,
-                ),
-                self._connect_timeout * 2,
-            )
+                )
         except (ValueError, TypeError) as error:
             # DSN parse errors can quote a fragment of the password: name the type only.
             raise ConfigurationError(
@@ -239,15 +237,13 @@ class PostgresPlumbing:
             if not self._owns_pool:
                 return await self._pool.acquire()
             assert self._target is not None
-            return await asyncio.wait_for(
-                self._asyncpg.connect(
+            async with asyncio.timeout(self._connect_timeout * 2):
+                return await self._asyncpg.connect(
                     self._target.dsn,
                     timeout=self._connect_timeout,
                     server_settings={"application_name": self._application_name},
                     **self._target.kwargs,
-                ),
-                self._connect_timeout * 2,
-            )
+                )
         except Exception as error:
             self._raise(error, what)
 
