@@ -14,12 +14,14 @@ ends; the outcome is recorded once and replays the same.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from chongming.control.any_wait import AnyWaitJournal, wait_any
 from chongming.control.outages import through_outages
+from chongming.control.step_outcomes import recorded_failure
 from chongming.errors import (
     CheckpointMisuse,
     ChildCycle,
@@ -27,7 +29,9 @@ from chongming.errors import (
     UnknownTask,
 )
 from chongming.stores.base import TaskStore
-from chongming.stores.children import child_fact_name
+from chongming.stores.children import SpawnedChild, child_fact_name
+from chongming.stores.durable import StepRecord
+from chongming.stores.ports.durable import DurableStore
 from chongming.task_api.journal import ChildEnd, ChildHandle
 
 __all__ = [
@@ -55,6 +59,19 @@ class TaskPlane(Protocol):
 
     async def enqueue(self, name: str, *args: Any, **kwargs: Any) -> Any: ...
 
+    async def enqueue_child(
+        self,
+        parent_id: str,
+        epoch: int,
+        step: StepRecord,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        idempotency_key: str,
+        **options: Any,
+    ) -> SpawnedChild: ...
+
     async def signal(
         self, task_id: str, name: str, payload: Any = None, *, key: str | None = None
     ) -> bool: ...
@@ -64,11 +81,16 @@ class ChildJournal(Protocol):
     """The journal methods a child's enqueue and wait are built of (control/durable.py)."""
 
     task_id: str
+    epoch: int
 
     def occurrence_of(self, name: str) -> int: ...
 
     async def step(
         self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any: ...
+
+    async def written_step(
+        self, name: str, write: Callable[[StepRecord], Awaitable[StepRecord]]
     ) -> Any: ...
 
     async def wait_for_fact(
@@ -116,23 +138,51 @@ async def spawn_child(
         key if key is not None else f"{parent}:child:{journal.occurrence_of(CHILD_STEP)}"
     )
 
+    def other_parents(child_id: str, linked: str | None) -> ConfigurationError:
+        # The key named another task's child: it would never answer here.
+        return ConfigurationError(
+            f"ctx.child({name!r}, key={idempotency_key!r}): that key names task "
+            f"{child_id!r}, a child of {linked!r}, not of this task; a child has one "
+            "parent: give this child a key of its own"
+        )
+
+    async def write(template: StepRecord) -> StepRecord:
+        """The child, its link and this step in one store call (``spawn_child``)."""
+        spawned = await plane.enqueue_child(
+            parent, journal.epoch, template, name, args, kwargs,
+            idempotency_key=idempotency_key, **extra,
+        )  # fmt: skip
+        if spawned.step is not None:
+            return spawned.step
+        error = other_parents(spawned.enqueued.snapshot.task_id, spawned.parent)
+        failed = dataclasses.replace(template, ok=False, value=recorded_failure(error))
+        return await store.record_step(parent, journal.epoch, failed)
+
     async def enqueue() -> str:
+        """The same in three calls, each safe to repeat: a store without ``spawn_child``."""
         queued = await plane.enqueue(
             name, *args, idempotency_key=idempotency_key, **extra, **kwargs
         )
         child_id: str = queued.task_id
-        await through_outages(lambda: store.link_child(parent, child_id))
-        linked = await through_outages(lambda: store.parent_of(child_id))
-        if linked != parent:  # the key named another task's child: it would never answer here
-            raise ConfigurationError(
-                f"ctx.child({name!r}, key={idempotency_key!r}): that key names task "
-                f"{child_id!r}, a child of {linked!r}, not of this task; a child has one "
-                "parent: give this child a key of its own"
-            )
+        linked = await through_outages(lambda: store.link_child(parent, child_id))
+        if linked is None:  # a store whose link_child does not answer
+            linked = await through_outages(lambda: store.parent_of(child_id))
+        if linked != parent:
+            raise other_parents(child_id, linked)
         return child_id
 
-    child_id = await journal.step(CHILD_STEP, enqueue, (), {})
+    if "facts" not in extra and _spawns_at_once(store):
+        child_id = await journal.written_step(CHILD_STEP, write)
+    else:
+        child_id = await journal.step(CHILD_STEP, enqueue, (), {})
     return ChildHandle(task_id=str(child_id), name=name)
+
+
+def _spawns_at_once(store: TaskStore) -> bool:
+    """Whether ``store`` has a ``spawn_child`` of its own (PostgreSQL has not yet)."""
+    return getattr(type(store), "spawn_child", DurableStore.spawn_child) is not (
+        DurableStore.spawn_child
+    )
 
 
 async def child_result(

@@ -264,6 +264,23 @@ class Journal:
             raise replay_error(stored) from error
         return replay(stored)
 
+    async def written_step(
+        self, name: str, write: Callable[[StepRecord], Awaitable[StepRecord]]
+    ) -> Any:
+        """A step whose effect and record are one store call: ``write(template)`` answers it.
+
+        ``template`` is the record to write (name, occurrence, predecessor),
+        its value left for ``write`` to fill in; a recorded one replays
+        without calling ``write``. Fenced, and kept through a cancellation,
+        like :meth:`record`.
+        """
+        self.check_fenced()
+        (_, occurrence), after, recorded = self.call_of(name)
+        if recorded is not None:
+            return replay(recorded)
+        template = StepRecord(name=name, occurrence=occurrence, ok=True, value=None, after=after)
+        return replay(await self._kept(lambda: write(template)))
+
     async def wait_for_fact(
         self,
         name: str,
@@ -441,9 +458,11 @@ class Journal:
         again. The write gets up to ``RECORD_KEEP`` seconds more; a stale
         epoch still fences it off, so a write landing late is harmless.
         """
-        write = asyncio.ensure_future(
-            self._fenced(lambda: self._store.record_step(self.task_id, self.epoch, step))
-        )
+        return await self._kept(lambda: self._store.record_step(self.task_id, self.epoch, step))
+
+    async def _kept(self, call: Callable[[], Awaitable[StepRecord]]) -> StepRecord:
+        """``call()`` fenced and through outages; a cancellation waits up to RECORD_KEEP for it."""
+        write = asyncio.ensure_future(self._fenced(call))
         try:
             return await asyncio.shield(write)
         except asyncio.CancelledError:

@@ -41,7 +41,8 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
-from chongming.stores.durable import Fact
+from chongming.stores.children import SpawnedChild
+from chongming.stores.durable import Fact, StepRecord
 from chongming.stores.queue import Enqueued, check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
@@ -396,28 +397,19 @@ class EnqueueCalls:
         the same transaction as the task: it exists with all of them or not at
         all (not with ``connection``; a duplicate writes none).
         """
-        await self._open()
-        plane = self._require_plane("enqueue")
-        bucket = None if bucket_key is None else self.buckets.bucket_for(bucket_key)
-        served = self._served
-        if version is None and served and isinstance(name, str) and name not in self.registry:
-            version = await served.highest(name, wait=connection is None)
-        request = EnqueueRequest(
-            name=name,
-            args=args,
-            kwargs=kwargs,
+        plane, snapshot, transition = await self._built(
+            name,
+            args,
+            kwargs,
+            wait_for_version=connection is None,
             task_id=task_id,
             label=label,
-            bucket=bucket,
             bucket_key=bucket_key,
             priority=priority,
             tags=tags,
             not_before=not_before,
             idempotency_key=idempotency_key,
             version=version,
-        )
-        snapshot, transition = build_enqueued(
-            request, self.registry, self.clock, self.max_payload_bytes
         )
         check_facts(facts, connection)
         # The task and its facts in one transaction; a duplicate (the key named a
@@ -435,6 +427,77 @@ class EnqueueCalls:
         return QueuedTask(
             plane.store, result.snapshot, created=result.created, poll=self.poll_interval
         )
+
+    async def enqueue_child(
+        self,
+        parent_id: str,
+        epoch: int,
+        step: StepRecord,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        idempotency_key: str,
+        **options: Any,
+    ) -> SpawnedChild:
+        """``ctx.spawn``'s enqueue: built as :meth:`enqueue` builds, written with the step.
+
+        One store call (:meth:`~chongming.stores.ports.durable.DurableStore.spawn_child`):
+        the child, its link to ``parent_id`` and the parent's ``step``. A store
+        without it raises ``NotImplementedError`` before anything is written.
+        """
+        plane, snapshot, transition = await self._built(
+            name, args, kwargs, wait_for_version=True, idempotency_key=idempotency_key, **options
+        )
+        carrier = None if self._observers is None else self._observers.trace_carrier()
+        spawned = await plane.store.spawn_child(
+            parent_id, epoch, step, snapshot, [transition], trace_carrier=carrier
+        )
+        if self._worker is not None:
+            self._worker.wake()
+        return spawned
+
+    async def _built(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        wait_for_version: bool,
+        task_id: str | None = None,
+        label: str | None = None,
+        bucket_key: str | None = None,
+        priority: int | None = None,
+        tags: Collection[str] | None = None,
+        not_before: datetime | None = None,
+        idempotency_key: str | None = None,
+        version: int | None = None,
+    ) -> tuple[ControlPlane, TaskSnapshot, Transition]:
+        """The checked task an enqueue writes, and the plane it goes to (bad input raises)."""
+        await self._open()
+        plane = self._require_plane("enqueue")
+        bucket = None if bucket_key is None else self.buckets.bucket_for(bucket_key)
+        served = self._served
+        if version is None and served and isinstance(name, str) and name not in self.registry:
+            version = await served.highest(name, wait=wait_for_version)
+        request = EnqueueRequest(
+            name=name,
+            args=args,
+            kwargs=kwargs,
+            task_id=task_id,
+            label=label,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            priority=priority,
+            tags=tags,
+            not_before=not_before,
+            idempotency_key=idempotency_key,
+            version=version,
+        )
+        snapshot, transition = build_enqueued(
+            request, self.registry, self.clock, self.max_payload_bytes
+        )
+        return plane, snapshot, transition
 
     async def enqueue_many(
         self,

@@ -11,12 +11,17 @@ every path that ends a task (a worker's verdict, a stop, a cancel) delivers it.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from chongming.state.records import TaskSnapshot
 from chongming.state.serialize import failure_to_json
 
-__all__ = ["CHILD_FACT", "child_end", "child_fact_name"]
+if TYPE_CHECKING:  # stores.durable and stores.queue import stores.checks, which imports this
+    from chongming.stores.durable import StepRecord
+    from chongming.stores.queue import Enqueued
+
+__all__ = ["CHILD_FACT", "SpawnedChild", "child_end", "child_fact_name"]
 
 #: The fact a child's end is delivered as: ``child:<child task id>``.
 CHILD_FACT = "child:"
@@ -33,3 +38,18 @@ def child_end(snapshot: TaskSnapshot) -> dict[str, Any]:
         "result": snapshot.result,
         "failure": failure_to_json(snapshot.failure),
     }
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SpawnedChild:
+    """What ``spawn_child`` did in its one transaction.
+
+    ``enqueued``: the child as stored (``created`` False when its key named a
+    twin); ``parent``: the child's parent now; ``step``: the parent's step as
+    recorded (its value the child's id), or ``None`` when the child already
+    had another parent (then nothing was linked or recorded).
+    """
+
+    enqueued: Enqueued
+    parent: str
+    step: StepRecord | None

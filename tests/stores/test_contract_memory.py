@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from chongming.stores.base import TaskStore
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract import (
-    ChildContract,
     ClusterLimitContract,
     EnqueueFactsContract,
     GrantedClaimContract,
@@ -16,6 +15,7 @@ from chongming.testing.store_contract import (
     RateLimitContract,
     RetentionContract,
     ScheduleContract,
+    SpawnContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -37,7 +37,7 @@ class ManualClock:
 class TestInMemoryContract(
     StoreContract,
     ClusterLimitContract,
-    ChildContract,
+    SpawnContract,
     TraceCarrierContract,
     EnqueueFactsContract,
     RateLimitContract,

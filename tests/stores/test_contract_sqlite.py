@@ -9,7 +9,6 @@ import pytest
 from chongming.stores.base import TaskStore
 from chongming.stores.sqlite import SqliteTaskStore
 from chongming.testing.store_contract import (
-    ChildContract,
     ClusterLimitContract,
     EnqueueFactsContract,
     GrantedClaimContract,
@@ -17,6 +16,7 @@ from chongming.testing.store_contract import (
     RateLimitContract,
     RetentionContract,
     ScheduleContract,
+    SpawnContract,
     StoreContract,
     TraceCarrierContract,
 )
@@ -25,7 +25,7 @@ from chongming.testing.store_contract import (
 class TestSqliteFileContract(
     StoreContract,
     ClusterLimitContract,
-    ChildContract,
+    SpawnContract,
     TraceCarrierContract,
     EnqueueFactsContract,
     RateLimitContract,
@@ -45,7 +45,7 @@ class TestSqliteFileContract(
 class TestSqliteMemoryContract(
     StoreContract,
     ClusterLimitContract,
-    ChildContract,
+    SpawnContract,
     TraceCarrierContract,
     EnqueueFactsContract,
     RateLimitContract,

@@ -88,16 +88,17 @@ class DurableOnMemory(MemoryState, DurableStore):
         self._check_open()
         return self._wake(task_id, name)
 
-    async def link_child(self, parent_id: str, child_id: str) -> None:
+    async def link_child(self, parent_id: str, child_id: str) -> str | None:
         self._check_open()
         if parent_id not in self._tasks:
             raise TaskNotFound(parent_id)
         child = self._tasks.get(child_id)
         if child is None:
             raise TaskNotFound(child_id)
-        self._parents.setdefault(child_id, parent_id)
+        parent = self._parents.setdefault(child_id, parent_id)
         if child.status.is_terminal:
-            self._deliver_end(self._parents[child_id], child)
+            self._deliver_end(parent, child)
+        return parent
 
     async def parent_of(self, task_id: str) -> str | None:
         self._check_open()

@@ -26,11 +26,13 @@ from chongming.stores.memory.rates import RateLimitsOnMemory
 from chongming.stores.memory.retention import RetentionOnMemory
 from chongming.stores.memory.schedules import SchedulesOnMemory
 from chongming.stores.memory.search import SearchOnMemory
+from chongming.stores.memory.spawn import SpawnOnMemory
 
 __all__ = ["InMemoryTaskStore"]
 
 
 class InMemoryTaskStore(
+    SpawnOnMemory,
     CoreOnMemory,
     CommandsOnMemory,
     QueueOnMemory,

@@ -316,30 +316,33 @@ class DurableOnPostgres:
         )
         return bool(woken)
 
-    async def link_child(self, parent_id: str, child_id: str) -> None:
+    async def link_child(self, parent_id: str, child_id: str) -> str:
         schema = self._schema
 
-        async def link(conn: Any) -> None:
+        async def link(conn: Any) -> str:
             # Safe to run again: the parent is set once, and the fact is set once.
             async with conn.transaction():
                 # Not locked: the child's end locks child then parent (its trigger).
                 found = f"SELECT 1 FROM {schema}.tasks WHERE task_id = $1"
                 if await conn.fetchval(found, parent_id) is None:
                     raise TaskNotFound(parent_id)
-                ended = await conn.fetchval(
+                linked = await conn.fetchrow(
                     f"UPDATE {schema}.tasks SET parent_id = coalesce(parent_id, $2)"
-                    f" WHERE task_id = $1 RETURNING status IN ({_ENDED})",
+                    f" WHERE task_id = $1 RETURNING parent_id, status IN ({_ENDED})",
                     child_id,
                     parent_id,
                 )
-                if ended is None:
+                if linked is None:
                     raise TaskNotFound(child_id)
-                if ended:  # ended before the link: its trigger saw no parent; fire it now
+                if linked[1]:  # ended before the link: its trigger saw no parent; fire it now
                     await conn.execute(
                         f"UPDATE {schema}.tasks SET status = status WHERE task_id = $1", child_id
                     )
+                parent: str = linked[0]
+                return parent
 
-        await self._run(f"linking child {child_id!r} to {parent_id!r}", link)
+        linked: str = await self._run(f"linking child {child_id!r} to {parent_id!r}", link)
+        return linked
 
     async def parent_of(self, task_id: str) -> str | None:
         sql = f"SELECT parent_id FROM {self._schema}.tasks WHERE task_id = $1"
@@ -404,8 +407,8 @@ class DurableMethods:
     async def wake_for_fact(self, task_id: str, name: str) -> bool:
         return await self._durable.wake_for_fact(task_id, name)
 
-    async def link_child(self, parent_id: str, child_id: str) -> None:
-        await self._durable.link_child(parent_id, child_id)
+    async def link_child(self, parent_id: str, child_id: str) -> str | None:
+        return await self._durable.link_child(parent_id, child_id)
 
     async def parent_of(self, task_id: str) -> str | None:
         return await self._durable.parent_of(task_id)

@@ -11,13 +11,15 @@ import dataclasses
 import inspect
 import json
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from chongming.errors import FactConflict, TaskNotFound
+from chongming.errors import ConfigurationError, FactConflict, TaskNotFound
 from chongming.state.payload import json_form
+from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import CARRIER_STATUSES, TERMINAL_STATUSES
+from chongming.stores.children import SpawnedChild
 from chongming.stores.codec import dump
 from chongming.stores.durable import (
     Commit,
@@ -34,6 +36,8 @@ from chongming.stores.durable import (
     same_fact_value,
 )
 from chongming.stores.ports.durable import DurableStore
+from chongming.stores.queue import Enqueued
+from chongming.stores.sqlite import queue
 from chongming.stores.sqlite.internals import SqliteInternals
 from chongming.stores.sqlite.rows import from_micros
 
@@ -49,6 +53,7 @@ ACTIONS = frozenset(
         "effect_begin",
         "effect_finish",
         "child_link",
+        "child_spawn",
     }
 )
 
@@ -120,7 +125,7 @@ def _wake(conn: sqlite3.Connection, task_id: str, name: str) -> bool:
     return conn.execute(_WAKE, params).rowcount == 1
 
 
-def _link_child(conn: sqlite3.Connection, parent_id: str, child_id: str) -> None:
+def _link_child(conn: sqlite3.Connection, parent_id: str, child_id: str) -> str:
     """Set the child's parent once; a child already ended delivers its end now.
 
     ``SET status = status`` fires the child-end trigger (migration 0013) on the
@@ -128,18 +133,47 @@ def _link_child(conn: sqlite3.Connection, parent_id: str, child_id: str) -> None
     """
     if conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (parent_id,)).fetchone() is None:
         raise TaskNotFound(parent_id)
-    if conn.execute("SELECT 1 FROM tasks WHERE task_id = ?", (child_id,)).fetchone() is None:
-        raise TaskNotFound(child_id)
-    conn.execute(
-        "UPDATE tasks SET parent_id = ? WHERE task_id = ? AND parent_id IS NULL",
+    linked = conn.execute(
+        "UPDATE tasks SET parent_id = coalesce(parent_id, ?) WHERE task_id = ? RETURNING parent_id",
         (parent_id, child_id),
-    )
+    ).fetchone()
+    if linked is None:
+        raise TaskNotFound(child_id)
     conn.execute(
         f"UPDATE tasks SET status = status WHERE task_id = ? AND status IN ({_ENDED})", (child_id,)
     )
+    parent: str = linked[0]
+    return parent
 
 
 _ENDED = ", ".join(f"'{status.value}'" for status in sorted(TERMINAL_STATUSES))
+
+
+def _spawn_child(
+    conn: sqlite3.Connection,
+    parent_id: str,
+    epoch: int,
+    step: StepRecord,
+    enqueue_params: tuple[Any, ...],
+    *,
+    now: int,
+) -> tuple[bool, TaskSnapshot, str, StepRecord | None]:
+    """Fence, enqueue, link, record: all or none of it (``DurableStore.spawn_child``)."""
+    conn.execute("SAVEPOINT chongming_spawn")
+    try:
+        _fence(conn, parent_id, epoch)  # a stale attempt enqueues nothing
+        created, stored = queue.enqueue(conn, *enqueue_params, now=now)
+        parent = _link_child(conn, parent_id, stored.task_id)
+        recorded = None
+        if parent == parent_id:
+            child_step = dataclasses.replace(step, value=stored.task_id)
+            recorded = _record(conn, parent_id, epoch, child_step, now=now)
+    except BaseException:
+        conn.execute("ROLLBACK TO chongming_spawn")
+        conn.execute("RELEASE chongming_spawn")
+        raise
+    conn.execute("RELEASE chongming_spawn")
+    return created, stored, parent, recorded
 
 
 def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], now: int) -> Any:
@@ -153,6 +187,8 @@ def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], n
         return _wake(conn, *params)
     if action == "child_link":
         return _link_child(conn, *params)
+    if action == "child_spawn":
+        return _spawn_child(conn, *params, now=now)
     if action == "effect_begin":
         return _begin_effect(conn, *params, now=now)
     if action == "effect_finish":
@@ -327,8 +363,32 @@ class DurableOnSqlite(SqliteInternals, DurableStore):
         woken: bool = await self._node_op("fact_wake", task_id, name)
         return woken
 
-    async def link_child(self, parent_id: str, child_id: str) -> None:
-        await self._node_op("child_link", parent_id, child_id)
+    async def link_child(self, parent_id: str, child_id: str) -> str | None:
+        parent: str = await self._node_op("child_link", parent_id, child_id)
+        return parent
+
+    async def spawn_child(
+        self,
+        parent_id: str,
+        epoch: int,
+        step: StepRecord,
+        child: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        trace_carrier: Mapping[str, str] | None = None,
+    ) -> SpawnedChild:
+        if child.idempotency_key is None:
+            raise ConfigurationError("spawn_child needs a child with an idempotency key")
+        params = queue.enqueue_params(child, transitions, trace_carrier, self._limit)
+        checked = check_step(
+            parent_id, epoch, dataclasses.replace(step, value=child.task_id), self._limit
+        )
+        created, stored, parent, recorded = await self._node_op(
+            "child_spawn", parent_id, epoch, checked, params
+        )
+        return SpawnedChild(
+            enqueued=Enqueued(snapshot=stored, created=created), parent=parent, step=recorded
+        )
 
     async def parent_of(self, task_id: str) -> str | None:
         rows = list(await self._read("SELECT parent_id FROM tasks WHERE task_id = ?", (task_id,)))

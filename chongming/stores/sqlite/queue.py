@@ -124,6 +124,23 @@ _CLAIMS = {
 _TAKE = "UPDATE tasks SET owner = ? WHERE task_id = ? AND status = 'queued' AND owner IS NULL"
 
 
+def enqueue_params(
+    snapshot: TaskSnapshot,
+    transitions: Sequence[Transition],
+    trace_carrier: Mapping[str, str] | None,
+    limit: int | None,
+) -> tuple[Any, ...]:
+    """The checked, encoded arguments of :func:`enqueue` after ``conn`` (bad input raises)."""
+    check_enqueued(snapshot)
+    row = rows.encode(rows.insert_row, snapshot, limit)
+    check_transitions(transitions, snapshot.task_id)
+    carrier = check_trace_carrier(trace_carrier)
+    text = None if carrier is None else encode_trace_carrier(carrier)
+    encoded = [rows.transition_row(t) for t in transitions]
+    key = snapshot.idempotency_key
+    return (row, encoded, snapshot.task_id, key, input_digest(snapshot), text)
+
+
 def enqueue(
     conn: sqlite3.Connection,
     row: Sequence[Any],
@@ -135,8 +152,13 @@ def enqueue(
     facts: Sequence[tuple[str, str, str | None]] = (),
     *,
     now: int = 0,
+    read_back: bool = True,
 ) -> tuple[bool, Any]:
-    """``(True, None)`` when inserted; ``(False, snapshot)`` when the key named a twin.
+    """``(True, snapshot)`` when inserted; ``(False, snapshot)`` when the key named a twin.
+
+    The inserted snapshot is the row as stored, read back in this transaction
+    (the caller needs no second read for its JSON forms); ``None`` when
+    ``read_back`` is False (a schedule's fire counts what it inserted).
 
     ``carrier``: the encoded trace carrier, written beside the task when it is inserted;
     ``facts``: ``(name, payload JSON, key)`` of the task's first facts, likewise (sent at
@@ -174,7 +196,10 @@ def enqueue(
         conn.execute("RELEASE chongming_enqueue")
         raise
     conn.execute("RELEASE chongming_enqueue")
-    return True, None
+    if not read_back:
+        return True, None
+    stored = conn.execute(f"{_SELECT} WHERE task_id = ?", (task_id,)).fetchone()
+    return True, snapshot_from_row(stored)
 
 
 def claim_tasks(
@@ -316,32 +341,19 @@ class QueueOnSqlite(SqliteInternals, QueueStore, CarrierStore):
         trace_carrier: Mapping[str, str] | None = None,
         facts: Sequence[Fact] = (),
     ) -> Enqueued:
-        check_enqueued(snapshot)
-        row = rows.encode(rows.insert_row, snapshot, self._limit)
-        check_transitions(transitions, snapshot.task_id)
-        carrier = check_trace_carrier(trace_carrier)
+        params = enqueue_params(snapshot, transitions, trace_carrier, self._limit)
         given = check_enqueue_facts(facts, snapshot.task_id, self._limit)
         if given and connection is not None:
             raise ConfigurationError("facts= cannot join the caller's transaction yet")
-        key = snapshot.idempotency_key
-        params = (row, [rows.transition_row(t) for t in transitions], snapshot.task_id, key)
-        digest = input_digest(snapshot)
-        text = None if carrier is None else encode_trace_carrier(carrier)
         if connection is not None:  # the caller's transaction (sqlite/transaction.py)
             # aiosqlite is imported only here, where the caller's connection is checked.
             from chongming.stores.sqlite.transaction import enqueue_in_transaction
 
             await self.open()  # the schema must exist before the caller's transaction uses it
-            return await enqueue_in_transaction(connection, self._path, *params, digest, text)
+            return await enqueue_in_transaction(connection, self._path, *params)
         encoded = [(fact.name, dump(fact.payload), fact.key) for fact in given]
-        created, existing = await self._node_op("enqueue", *params, digest, text, encoded)
-        if created:
-            return Enqueued(snapshot=await self._stored_form(snapshot), created=True)
-        return Enqueued(snapshot=existing, created=False)
-
-    async def _stored_form(self, snapshot: TaskSnapshot) -> TaskSnapshot:
-        stored = await self.get(snapshot.task_id)
-        return snapshot if stored is None else stored
+        created, stored = await self._node_op("enqueue", *params, encoded)
+        return Enqueued(snapshot=stored, created=created)
 
     async def claim(
         self,

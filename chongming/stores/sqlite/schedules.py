@@ -164,7 +164,7 @@ def _fire(
     try:
         for params in tasks:
             try:
-                inserted, _ = queue.enqueue(conn, *params)
+                inserted, _ = queue.enqueue(conn, *params, read_back=False)
             except IdempotencyConflict:
                 continue  # the tick's key already names a task: that one is the tick's
             created += inserted

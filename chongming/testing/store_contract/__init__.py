@@ -57,7 +57,8 @@ take a pool's ``tags=`` mixes in :class:`PoolClaimContract`; one with
 too: :class:`GrantedClaimContract`, which includes it); one that prunes
 (``prune_tasks``) mixes in :class:`RetentionContract`; one with schedules
 (``fire_schedule``) mixes in :class:`ScheduleContract`; one with child
-tasks (``link_child``) mixes in :class:`ChildContract`; one with the
+tasks (``link_child``) mixes in :class:`ChildContract` (and one that
+spawns a child in one transaction, ``spawn_child``, :class:`SpawnContract`); one with the
 dashboard's activity reads (``end_counts``, ``recent_durations``,
 ``oldest_queued``) mixes in :class:`ActivityContract`; one with
 ``search_tasks`` mixes in :class:`SearchContract`; one with
@@ -105,6 +106,7 @@ from chongming.testing.store_contract.retention import RetentionContract
 from chongming.testing.store_contract.schedules import ScheduleContract
 from chongming.testing.store_contract.search import SearchContract
 from chongming.testing.store_contract.snapshots import SnapshotContract
+from chongming.testing.store_contract.spawn import SpawnContract
 from chongming.testing.store_contract.trusted import TrustedWriteContract
 from chongming.testing.store_contract.writes import WriteContract
 
@@ -122,6 +124,7 @@ __all__ = [
     "RetentionContract",
     "ScheduleContract",
     "SearchContract",
+    "SpawnContract",
     "StartClaimedContract",
     "StoreContract",
     "TraceCarrierContract",

@@ -57,6 +57,18 @@ class ChildContract(DurableContract):
             assert await store.children_of("c-1") == []
             assert await store.facts("p-1") == []  # nothing ended yet
 
+    async def test_a_link_answers_with_the_parent_the_child_has(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "p-1")
+            await self._running(store, "p-2")
+            await self._queued(store, "c-1")
+            assert await store.link_child("p-1", "c-1") == "p-1"
+            assert await store.link_child("p-1", "c-1") == "p-1"  # again: the same answer
+            # A second parent does not take the child; the answer says whose it is.
+            assert await store.link_child("p-2", "c-1") == "p-1"
+            assert await store.parent_of("c-1") == "p-1"
+            assert await store.children_of("p-2") == []
+
     async def test_a_child_ending_writes_its_end_as_the_parents_fact(self) -> None:
         async with self._store() as store:
             await self._running(store, "p-1")
