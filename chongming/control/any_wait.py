@@ -14,11 +14,18 @@ the task when any of them comes:
   ``fact:<name>``, as a single fact wait writes it.
 
 A replay reads the lists back, so the code sees the same ends in the same
-groups, whatever has ended since. A member the task stopped waiting for
-(a loop over ``ctx.as_completed`` left early) keeps its deadline step open;
-once its fact is in the store, every park of the task would be woken at once
-by it. So while such a fact is there the task does not park: it waits in its
-slot (:meth:`AnyWaits.may_park`). ``ctx.gather`` of such a child closes it.
+groups, whatever has ended since. The records of one answer are written in
+one store call (``record_steps``), and so are the deadline steps of the
+members first waited for together: the same records as one by one, fewer
+round trips. A member the task stopped waiting for (a loop over
+``ctx.as_completed`` left early) keeps its deadline step open; once its fact
+is in the store, every park of the task would be woken at once by it. So
+while such a fact is there the task does not park: it waits in its slot
+(:meth:`AnyWaits.may_park`). ``ctx.gather`` of such a child closes it.
+
+``ctx.gather`` waits for its children one after another, two records each;
+:func:`decided_in_order` writes the pairs of the leading children that have
+already ended in one call: again the same records in the same order.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from chongming.stores.base import TaskStore
 from chongming.stores.durable import StepKey, StepRecord
 from chongming.task_api.journal import ParkRequest
 
-__all__ = ["ANY_STEP", "AnyWaits", "wait_any"]
+__all__ = ["ANY_STEP", "AnyWaits", "decided_in_order", "wait_any"]
 
 #: The step each answer of a wait for several facts is recorded under.
 ANY_STEP = "children:any"
@@ -86,6 +93,10 @@ class AnyWaitJournal(Protocol):
 
     def call_of(self, name: str) -> tuple[StepKey, StepKey, StepRecord | None]: ...
 
+    def peek(self, name: str) -> StepRecord | None: ...
+
+    async def record_many(self, steps: Sequence[StepRecord]) -> list[StepRecord]: ...
+
     async def step(
         self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any: ...
@@ -105,29 +116,105 @@ async def wait_any(
     """
     journal.check_fenced()
     waits = journal.any_waits
+    deadlines = []
     for name in names:
         if name not in waits.open and name not in waits.decided:
-            await journal.step(f"fact:{name}:deadline", _no_deadline, (), {})
+            (_, occurrence), after, recorded = journal.call_of(f"fact:{name}:deadline")
+            if recorded is None:  # no deadline: children only end
+                deadlines.append(_deadline_step(name, occurrence, after))
             waits.open[name] = None
+    if deadlines:
+        await journal.record_many(deadlines)
     ready = [(name, waits.decided[name]) for name in names if name in waits.decided]
     if ready:
         return ready
     (_, occurrence), after, recorded = journal.call_of(ANY_STEP)
     found: dict[str, Any] = {}
+    writes: list[StepRecord] = []
     if recorded is not None:
         ended = [str(name) for name in recorded.value]
     else:
         found = await _first_ended(journal, names, beat)
         ended = list(found)
-        step = StepRecord(name=ANY_STEP, occurrence=occurrence, ok=True, value=ended, after=after)
-        await journal.record(step)
+        writes.append(
+            StepRecord(name=ANY_STEP, occurrence=occurrence, ok=True, value=ended, after=after)
+        )
+    decisions: dict[str, StepRecord] = {}
+    deciding: list[str] = []  # the names of the decisions in ``writes``, in order
+    for name in ended:
+        (_, occurrence), after, recorded = journal.call_of(f"fact:{name}")
+        if recorded is not None:
+            decisions[name] = recorded
+        else:
+            payload = await _payload(journal, name, found)
+            writes.append(_decision_step(name, occurrence, after, payload))
+            deciding.append(name)
+    if writes:
+        stored = await journal.record_many(writes)
+        decisions.update(zip(deciding, stored[len(stored) - len(deciding) :], strict=True))
     answers = []
     for name in ended:
-        decision = await _decide(journal, name, found)
         waits.open.pop(name, None)
-        waits.decided[name] = decision
-        answers.append((name, decision))
+        waits.decided[name] = decisions[name]
+        answers.append((name, decisions[name]))
     return answers
+
+
+async def decided_in_order(journal: AnyWaitJournal, names: Sequence[str]) -> list[Any]:
+    """The facts of the leading ``names`` that need no wait, in order: one write for all.
+
+    Stops at the first name whose fact is not in the store yet, or that a
+    wait for several facts holds open or decided (a single fact wait of its
+    own settles that one). A replay answers from the records, reading nothing.
+    """
+    journal.check_fenced()
+    waits = journal.any_waits
+    answers: list[Any] = []
+    writes: list[StepRecord] = []
+    present: dict[str, Any] | None = None
+    for name in names:
+        key, deadline_key = f"fact:{name}", f"fact:{name}:deadline"
+        if name in waits.decided or name in waits.open:
+            break
+        if journal.peek(deadline_key) is not None:  # recorded: replay the pair
+            decision = journal.peek(key)
+            if writes or decision is None or _fact_of(decision) is None:
+                break  # a wait of its own goes on from its deadline (or answers a timeout)
+            journal.call_of(deadline_key)
+            journal.call_of(key)
+            answers.append(_fact_of(decision))
+            continue
+        if journal.peek(key) is not None:
+            break  # a decision without its deadline: a wait of its own says what is wrong
+        if present is None:
+            present = await _present(journal)
+        if name not in present:
+            break
+        (_, occurrence), after, _ = journal.call_of(deadline_key)
+        writes.append(_deadline_step(name, occurrence, after))
+        (_, occurrence), after, _ = journal.call_of(key)
+        writes.append(_decision_step(name, occurrence, after, present[name]))
+    if writes:
+        stored = await journal.record_many(writes)
+        answers.extend(_fact_of(step) for step in stored[1::2])  # each pair's decision
+    return answers
+
+
+def _fact_of(decision: StepRecord) -> Any:
+    value = decision.value if isinstance(decision.value, dict) else {}
+    return value.get("fact")
+
+
+def _deadline_step(name: str, occurrence: int, after: StepKey) -> StepRecord:
+    """The deadline record of a wait without one (``fact:<name>:deadline``, value None)."""
+    key = f"fact:{name}:deadline"
+    return StepRecord(name=key, occurrence=occurrence, ok=True, value=None, after=after)
+
+
+def _decision_step(name: str, occurrence: int, after: StepKey, payload: Any) -> StepRecord:
+    return StepRecord(
+        name=f"fact:{name}", occurrence=occurrence, ok=True, value={"fact": payload}, after=after
+    )
 
 
 async def _first_ended(
@@ -150,22 +237,15 @@ async def _first_ended(
         await asyncio.sleep(POLL)
 
 
-async def _decide(journal: AnyWaitJournal, name: str, found: dict[str, Any]) -> StepRecord:
-    """The decision ``fact:<name>``: replayed if recorded, else written from the fact."""
-    (_, occurrence), after, recorded = journal.call_of(f"fact:{name}")
-    if recorded is not None:
-        return recorded
+async def _payload(journal: AnyWaitJournal, name: str, found: dict[str, Any]) -> Any:
+    """The fact ``name`` an answer listed: as found, or read again."""
     if name in found:
-        payload = found[name]
-    else:  # the answer was recorded, the decision was not (the attempt ended between)
-        fact = await through_outages(lambda: journal.store.get_fact(journal.task_id, name))
-        if fact is None:
-            raise LookupError(f"task {journal.task_id!r}: the fact {name!r} it saw is gone")
-        payload = fact.payload
-    step = StepRecord(
-        name=f"fact:{name}", occurrence=occurrence, ok=True, value={"fact": payload}, after=after
-    )
-    return await journal.record(step)
+        return found[name]
+    # The answer was recorded, the decision was not (the attempt ended between).
+    fact = await through_outages(lambda: journal.store.get_fact(journal.task_id, name))
+    if fact is None:
+        raise LookupError(f"task {journal.task_id!r}: the fact {name!r} it saw is gone")
+    return fact.payload
 
 
 async def _present(journal: AnyWaitJournal) -> dict[str, Any]:

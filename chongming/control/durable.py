@@ -35,7 +35,12 @@ from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
 from chongming.control.any_wait import AnyWaits
-from chongming.control.children import TaskPlane, child_result, ended_children, spawn_child
+from chongming.control.children import (
+    TaskPlane,
+    ended_children,
+    gathered_ends,
+    spawn_child,
+)
 from chongming.control.outages import through_outages
 from chongming.control.parking import PARK_AFTER
 from chongming.control.step_outcomes import recorded_failure, replay, replay_error, step_label
@@ -171,6 +176,10 @@ class Journal:
         """The occurrence the next call of step ``name`` will have in this attempt."""
         return self._seen[name]
 
+    def peek(self, name: str) -> StepRecord | None:
+        """The record the next call of ``name`` would replay (the call is not made)."""
+        return self._recorded.get((name, self._seen[name]))
+
     async def spawn(
         self,
         name: str,
@@ -182,9 +191,11 @@ class Journal:
         self.check_fenced()
         return await spawn_child(self, self._store, self.plane, name, args, kwargs, key, options)
 
-    async def child_result(self, handle: ChildHandle, beat: Callable[[], Awaitable[None]]) -> Any:
+    async def gathered(
+        self, handles: Sequence[ChildHandle], beat: Callable[[], Awaitable[None]]
+    ) -> list[ChildEnd]:
         self.check_fenced()
-        return await child_result(self, handle, beat)
+        return await gathered_ends(self, handles, beat)
 
     def as_completed(
         self, handles: Sequence[ChildHandle], beat: Callable[[], Awaitable[None]]
@@ -460,7 +471,11 @@ class Journal:
         """
         return await self._kept(lambda: self._store.record_step(self.task_id, self.epoch, step))
 
-    async def _kept(self, call: Callable[[], Awaitable[StepRecord]]) -> StepRecord:
+    async def record_many(self, steps: Sequence[StepRecord]) -> list[StepRecord]:
+        """:meth:`record` of each of ``steps``, in order, in one store call."""
+        return await self._kept(lambda: self._store.record_steps(self.task_id, self.epoch, steps))
+
+    async def _kept(self, call: Callable[[], Awaitable[_T]]) -> _T:
         """``call()`` fenced and through outages; a cancellation waits up to RECORD_KEEP for it."""
         write = asyncio.ensure_future(self._fenced(call))
         try:

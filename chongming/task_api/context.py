@@ -304,9 +304,9 @@ class TaskContext(AttemptSignals):
         _check_handles("ctx.gather", handles)
         results: list[Any] = []
         failed: ChildFailed | None = None
-        for handle in handles:
+        for end in await journal.gathered(handles, self._checkpoint_on_loop):
             try:
-                results.append(await journal.child_result(handle, self._checkpoint_on_loop))
+                results.append(end.result())
             except ChildFailed as error:
                 failed = failed or error
                 results.append(None)

@@ -182,8 +182,11 @@ class StepJournal(Protocol):
     ) -> ChildHandle:
         """Enqueue a child task once per task (a memoised step); its handle."""
 
-    async def child_result(self, handle: ChildHandle, beat: Callable[[], Awaitable[None]]) -> Any:
-        """The child's result, or :class:`~chongming.errors.ChildFailed`; decided once."""
+    async def gathered(
+        self, handles: Sequence[ChildHandle], beat: Callable[[], Awaitable[None]]
+    ) -> list[ChildEnd]:
+        """Each child's end, in ``handles`` order, once all ended; decided once."""
+        ...
 
     def as_completed(
         self, handles: Sequence[ChildHandle], beat: Callable[[], Awaitable[None]]

@@ -62,6 +62,19 @@ class DurableStore(Protocol):
         """
         raise NotImplementedError(f"{type(self).__name__} has no durable execution")
 
+    async def record_steps(
+        self, task_id: str, epoch: int, steps: Sequence[StepRecord]
+    ) -> list[StepRecord]:
+        """:meth:`record_step` of each of ``steps``, in order; the steps as stored.
+
+        A wait for many facts decides many at once (``ctx.gather`` of children
+        that already ended): one write instead of two per fact. A store with
+        transactions makes it one (all or none, fenced once); this default
+        records them one by one, which is also safe: each record is set-once,
+        and a prefix of them is a journal a replay can read.
+        """
+        return [await self.record_step(task_id, epoch, step) for step in steps]
+
     async def steps(self, task_id: str) -> list[StepRecord]:
         """The memoised steps of a task, in the order they were recorded."""
         raise NotImplementedError(f"{type(self).__name__} has no durable execution")

@@ -54,6 +54,7 @@ ACTIONS = frozenset(
         "effect_finish",
         "child_link",
         "child_spawn",
+        "steps_record",
     }
 )
 
@@ -181,6 +182,8 @@ def run_action(conn: sqlite3.Connection, action: str, params: tuple[Any, ...], n
         return _begin(conn, *params, now=now)
     if action == "step_record":
         return _record(conn, *params, now=now)
+    if action == "steps_record":
+        return _record_all(conn, *params, now=now)
     if action == "fact_put":
         return _put_fact(conn, *params, now=now)
     if action == "fact_wake":
@@ -329,6 +332,21 @@ def _record(
     return dataclasses.replace(step, seq=seq, epoch=epoch)
 
 
+def _record_all(
+    conn: sqlite3.Connection, task_id: str, epoch: int, steps: Sequence[StepRecord], *, now: int
+) -> list[StepRecord]:
+    """Every one of ``steps`` or none (each fenced: the first refusal undoes the rest)."""
+    conn.execute("SAVEPOINT chongming_steps")
+    try:
+        stored = [_record(conn, task_id, epoch, step, now=now) for step in steps]
+    except BaseException:
+        conn.execute("ROLLBACK TO chongming_steps")
+        conn.execute("RELEASE chongming_steps")
+        raise
+    conn.execute("RELEASE chongming_steps")
+    return stored
+
+
 class DurableOnSqlite(SqliteInternals, DurableStore):
     """The store port's durable methods: decisions in the writer's transaction, reads apart."""
 
@@ -349,6 +367,15 @@ class DurableOnSqlite(SqliteInternals, DurableStore):
     async def record_step(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
         checked = check_step(task_id, epoch, step, self._limit)
         stored: StepRecord = await self._node_op("step_record", task_id, epoch, checked)
+        return stored
+
+    async def record_steps(
+        self, task_id: str, epoch: int, steps: Sequence[StepRecord]
+    ) -> list[StepRecord]:
+        checked = [check_step(task_id, epoch, step, self._limit) for step in steps]
+        if not checked:
+            return []
+        stored: list[StepRecord] = await self._node_op("steps_record", task_id, epoch, checked)
         return stored
 
     async def steps(self, task_id: str) -> list[StepRecord]:

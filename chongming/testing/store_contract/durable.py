@@ -114,6 +114,34 @@ class DurableContract(ContractBase):
             await _raises(StaleEpoch, store.record_step("ghost", 1, _step("fetch", 1)))
             assert await store.steps("d-1") == []
 
+    async def test_many_steps_are_recorded_as_one_by_one_in_their_order(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            epoch = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            first = await store.record_step("d-1", epoch, _step("fetch", 1))
+            calls = [
+                _step("fetch", "other"),
+                _step("wait", None),
+                _step("wait", (2,), occurrence=1),
+            ]
+            stored = await store.record_steps("d-1", epoch, calls)
+            assert stored[0] == first  # recorded before: the first record wins
+            assert [(s.name, s.occurrence, s.value, s.seq) for s in stored[1:]] == [
+                ("wait", 0, None, 2),
+                ("wait", 1, [2], 3),
+            ]
+            assert await store.steps("d-1") == [first, *stored[1:]]
+            assert await store.record_steps("d-1", epoch, []) == []
+
+    async def test_many_steps_of_a_stale_epoch_write_nothing(self) -> None:
+        async with self._store() as store:
+            await self._running(store, "d-1")
+            old = await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            await store.begin_durable_attempt("d-1", "node-a", max_resumes=3)
+            calls = [_step("a", 1), _step("b", 2)]
+            await _raises(StaleEpoch, store.record_steps("d-1", old, calls))
+            assert await store.steps("d-1") == []
+
     async def test_each_step_keeps_the_step_it_was_called_after(self) -> None:
         async with self._store() as store:
             await self._running(store, "d-1")
