@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -252,8 +252,32 @@ class DurableOnPostgres:
 
     async def record(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
         checked = check_step(task_id, epoch, step, self._limit)
-        value = json.dumps(checked.value, ensure_ascii=False, separators=(",", ":"))
 
+        async def record(conn: Any) -> StepRecord:
+            return await self._record_one(conn, task_id, epoch, checked)
+
+        stored: StepRecord = await self._run(f"recording a step of {task_id!r}", record)
+        return stored
+
+    async def record_all(
+        self, task_id: str, epoch: int, steps: Sequence[StepRecord]
+    ) -> list[StepRecord]:
+        """Every one of ``steps`` in one transaction, or none (each statement fenced)."""
+        checked = [check_step(task_id, epoch, step, self._limit) for step in steps]
+        if not checked:
+            return []
+
+        async def record(conn: Any) -> list[StepRecord]:
+            async with conn.transaction():
+                return [await self._record_one(conn, task_id, epoch, step) for step in checked]
+
+        stored: list[StepRecord] = await self._run(f"recording steps of {task_id!r}", record)
+        return stored
+
+    async def _record_one(
+        self, conn: Any, task_id: str, epoch: int, checked: StepRecord
+    ) -> StepRecord:
+        value = json.dumps(checked.value, ensure_ascii=False, separators=(",", ":"))
         after_name, after_occurrence = (None, None) if checked.after is None else checked.after
         args = (
             task_id,
@@ -266,20 +290,15 @@ class DurableOnPostgres:
             after_name,
             after_occurrence,
         )
-
-        async def record(conn: Any) -> StepRecord:
-            for _ in range(_SEQ_RACES):
-                row = await conn.fetchrow(self._record, *args)
-                _check_fence(task_id, epoch, row["epoch"], row["status"])
-                if row["seq"] is not None:
-                    return dataclasses.replace(checked, seq=row["seq"], epoch=epoch)
-                found = await conn.fetchrow(self._find, task_id, checked.name, checked.occurrence)
-                if found is not None:
-                    return _step(found)  # recorded already: the first record wins
-            raise StoreError(f"recording step {checked.name!r} of {task_id!r} kept racing")
-
-        stored: StepRecord = await self._run(f"recording a step of {task_id!r}", record)
-        return stored
+        for _ in range(_SEQ_RACES):
+            row = await conn.fetchrow(self._record, *args)
+            _check_fence(task_id, epoch, row["epoch"], row["status"])
+            if row["seq"] is not None:
+                return dataclasses.replace(checked, seq=row["seq"], epoch=epoch)
+            found = await conn.fetchrow(self._find, task_id, checked.name, checked.occurrence)
+            if found is not None:
+                return _step(found)  # recorded already: the first record wins
+        raise StoreError(f"recording step {checked.name!r} of {task_id!r} kept racing")
 
     async def steps(self, task_id: str) -> list[StepRecord]:
         rows = await self._run("reading steps", lambda c: c.fetch(self._steps, task_id))
@@ -397,6 +416,11 @@ class DurableMethods:
 
     async def record_step(self, task_id: str, epoch: int, step: StepRecord) -> StepRecord:
         return await self._durable.record(task_id, epoch, step)
+
+    async def record_steps(
+        self, task_id: str, epoch: int, steps: Sequence[StepRecord]
+    ) -> list[StepRecord]:
+        return await self._durable.record_all(task_id, epoch, steps)
 
     async def steps(self, task_id: str) -> list[StepRecord]:
         return await self._durable.steps(task_id)
