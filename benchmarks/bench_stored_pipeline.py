@@ -61,7 +61,7 @@ async def in_process(nodes: int, slots: int, db: Path | None = None) -> float:
 
 
 async def stored(db: Path, nodes: int, slots: int) -> float:
-    async with Controller(store=db, owner="client") as client:
+    async with Controller(store=db, owner="client", poll_interval=0.01) as client:
         _register(client)
         workers = []
         for owner in ("w-1", "w-2"):

@@ -69,6 +69,7 @@ class TaskPlane(Protocol):
         kwargs: dict[str, Any],
         *,
         idempotency_key: str,
+        facts: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> SpawnedChild: ...
 
@@ -171,7 +172,7 @@ async def spawn_child(
             raise other_parents(child_id, linked)
         return child_id
 
-    if "facts" not in extra and _spawns_at_once(store):
+    if _spawns_at_once(store):
         child_id = await journal.written_step(CHILD_STEP, write)
     else:
         child_id = await journal.step(CHILD_STEP, enqueue, (), {})

@@ -438,6 +438,7 @@ class EnqueueCalls:
         kwargs: dict[str, Any],
         *,
         idempotency_key: str,
+        facts: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> SpawnedChild:
         """``ctx.spawn``'s enqueue: built as :meth:`enqueue` builds, written with the step.
@@ -450,8 +451,10 @@ class EnqueueCalls:
             name, args, kwargs, wait_for_version=True, idempotency_key=idempotency_key, **options
         )
         carrier = None if self._observers is None else self._observers.trace_carrier()
+        check_facts(facts, None)
+        given = [Fact(task_id=snapshot.task_id, name=n, payload=p) for n, p in (facts or {}).items()]
         spawned = await plane.store.spawn_child(
-            parent_id, epoch, step, snapshot, [transition], trace_carrier=carrier
+            parent_id, epoch, step, snapshot, [transition], trace_carrier=carrier, facts=given
         )
         if self._worker is not None:
             self._worker.wake()

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from chongming.errors import ConfigurationError
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.children import SpawnedChild
-from chongming.stores.durable import StepRecord, check_step
+from chongming.stores.durable import Fact, StepRecord, check_step
 from chongming.stores.memory.durable import DurableOnMemory
 from chongming.stores.memory.queue import QueueOnMemory
 
@@ -27,13 +27,16 @@ class SpawnOnMemory(QueueOnMemory, DurableOnMemory):
         transitions: Sequence[Transition] = (),
         *,
         trace_carrier: Mapping[str, str] | None = None,
+        facts: Sequence[Fact] = (),
     ) -> SpawnedChild:
         self._check_open()
         if child.idempotency_key is None:
             raise ConfigurationError("spawn_child needs a child with an idempotency key")
         check_step(parent_id, epoch, dataclasses.replace(step, value=child.task_id), self._limit)
         self._fence(parent_id, epoch)  # a stale attempt enqueues nothing
-        enqueued = await self.enqueue(child, transitions, trace_carrier=trace_carrier)
+        enqueued = await self.enqueue(
+            child, transitions, trace_carrier=trace_carrier, facts=facts
+        )
         child_id = enqueued.snapshot.task_id
         parent = await self.link_child(parent_id, child_id)
         assert parent is not None  # this store always answers

@@ -130,8 +130,11 @@ class DurableStore(Protocol):
         transitions: Sequence[Transition] = (),
         *,
         trace_carrier: Mapping[str, str] | None = None,
+        facts: Sequence[Fact] = (),
     ) -> SpawnedChild:
         """Enqueue ``child``, link it to ``parent_id`` and record ``step``: one transaction.
+
+        ``trace_carrier`` and ``facts`` as for ``enqueue`` (a twin gets none).
 
         One transaction instead of three (``ctx.spawn``'s cost per child):
         fenced like :meth:`record_step` first (a stale epoch raises

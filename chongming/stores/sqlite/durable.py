@@ -31,6 +31,7 @@ from chongming.stores.durable import (
     StepRecord,
     check_begin,
     check_effect,
+    check_enqueue_facts,
     check_fact,
     check_step,
     same_fact_value,
@@ -403,10 +404,13 @@ class DurableOnSqlite(SqliteInternals, DurableStore):
         transitions: Sequence[Transition] = (),
         *,
         trace_carrier: Mapping[str, str] | None = None,
+        facts: Sequence[Fact] = (),
     ) -> SpawnedChild:
         if child.idempotency_key is None:
             raise ConfigurationError("spawn_child needs a child with an idempotency key")
         params = queue.enqueue_params(child, transitions, trace_carrier, self._limit)
+        given = check_enqueue_facts(facts, child.task_id, self._limit)
+        params += ([(fact.name, dump(fact.payload), fact.key) for fact in given],)
         checked = check_step(
             parent_id, epoch, dataclasses.replace(step, value=child.task_id), self._limit
         )

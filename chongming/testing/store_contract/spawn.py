@@ -13,7 +13,7 @@ from chongming.errors import ConfigurationError
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
-from chongming.stores.durable import StaleEpoch, StepRecord
+from chongming.stores.durable import Fact, StaleEpoch, StepRecord
 from chongming.testing.store_contract._support import _raises
 from chongming.testing.store_contract.children import ChildContract
 from chongming.testing.store_contract.queue import _queued
@@ -62,6 +62,20 @@ class SpawnContract(ChildContract):
             assert again.step == first.step
             assert await store.get("c-other") is None
             assert len(await store.steps("p-1")) == 1
+
+    async def test_a_spawn_writes_the_childs_first_facts_and_a_twin_none(self) -> None:
+        async with self._store() as store:
+            epoch = await self._parent(store)
+            child, transition = _child("c-1")
+            given = [Fact(task_id="c-1", name="upstream", payload={"fetch": [1, 2]})]
+            await store.spawn_child("p-1", epoch, _STEP, child, [transition], facts=given)
+            twin, twin_transition = _child("c-2")
+            other = [Fact(task_id="c-2", name="upstream", payload="other")]
+            await store.spawn_child("p-1", epoch, _STEP, twin, [twin_transition], facts=other)
+            assert [(f.name, f.payload) for f in await store.facts("c-1")] == [
+                ("upstream", {"fetch": [1, 2]})
+            ]
+            assert await store.facts("c-2") == []
 
     async def test_a_stale_attempt_spawns_nothing(self) -> None:
         async with self._store() as store:
