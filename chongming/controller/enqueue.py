@@ -452,7 +452,8 @@ class EnqueueCalls:
         )
         carrier = None if self._observers is None else self._observers.trace_carrier()
         check_facts(facts, None)
-        given = [Fact(task_id=snapshot.task_id, name=n, payload=p) for n, p in (facts or {}).items()]
+        child_id = snapshot.task_id
+        given = [Fact(task_id=child_id, name=n, payload=p) for n, p in (facts or {}).items()]
         spawned = await plane.store.spawn_child(
             parent_id, epoch, step, snapshot, [transition], trace_carrier=carrier, facts=given
         )

@@ -34,9 +34,7 @@ class SpawnOnMemory(QueueOnMemory, DurableOnMemory):
             raise ConfigurationError("spawn_child needs a child with an idempotency key")
         check_step(parent_id, epoch, dataclasses.replace(step, value=child.task_id), self._limit)
         self._fence(parent_id, epoch)  # a stale attempt enqueues nothing
-        enqueued = await self.enqueue(
-            child, transitions, trace_carrier=trace_carrier, facts=facts
-        )
+        enqueued = await self.enqueue(child, transitions, trace_carrier=trace_carrier, facts=facts)
         child_id = enqueued.snapshot.task_id
         parent = await self.link_child(parent_id, child_id)
         assert parent is not None  # this store always answers
