@@ -499,6 +499,7 @@ def main() -> None:
 # registers them on ``app`` (it needs the helpers above, so it comes last).
 from chongming.cli import dashboard_command as _dashboard_command  # noqa: E402, F401
 from chongming.cli import limit_commands as _limit_commands  # noqa: E402, F401
+from chongming.cli import pipeline_commands as _pipeline_commands  # noqa: E402, F401
 from chongming.cli import prune_commands as _prune_commands  # noqa: E402, F401
 from chongming.cli import schedule_commands as _schedule_commands  # noqa: E402, F401
 from chongming.cli import task_commands as _task_commands  # noqa: E402, F401

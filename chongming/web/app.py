@@ -38,7 +38,7 @@ from chongming.errors import ChongmingError, TaskNotFound
 from chongming.state.records import TaskSnapshot
 from chongming.state.serialize import snapshot_to_json, transition_to_json
 from chongming.stores.base import TaskStore
-from chongming.web import board, charts_page, pages, pages_ops
+from chongming.web import board, charts_page, pages, pages_ops, pipelines_page
 from chongming.web.activity import read_activity
 from chongming.web.assets import CSS, JS
 from chongming.web.extras import need
@@ -101,6 +101,8 @@ class Dashboard:
             Route("/fragments/tasks/{task_id:path}", read(self._task_fragment)),
             Route("/api/tasks", read(self._api_list)),
             Route("/api/tasks/{task_id:path}", read(self._api_task)),
+            Route("/pipelines/{run_id:path}", read(self._pipeline)),
+            Route("/api/pipelines/{run_id:path}", read(self._api_pipeline)),
             Route("/nodes", read(self._nodes)),
             Route("/charts", read(self._charts)),
             Route("/fragments/charts", read(self._charts_fragment)),
@@ -289,6 +291,18 @@ class Dashboard:
             "parent": view.parent,
             "children": [child.task_id for child in view.children],
         }
+        return _secure(JSONResponse(data))
+
+    async def _pipeline(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        chrome = self._chrome(request)
+        return _html(await pipelines_page.pipeline_markup(self.controller.store, chrome, run_id))
+
+    async def _api_pipeline(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        run_id = request.path_params["run_id"]
+        data = await pipelines_page.pipeline_data(self.controller.store, run_id)
         return _secure(JSONResponse(data))
 
     async def _charts(self, request: Request) -> Response:

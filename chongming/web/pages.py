@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote, urlencode
 
+from chongming.control.pipeline_view import PIPELINE_TASK
 from chongming.control.waiting import WaitingReason
 from chongming.render.text import escape_text
 from chongming.state.records import TaskSnapshot, Transition
@@ -341,6 +342,9 @@ def _family(view: TaskView) -> str:
     if view.parent is None and not view.children:
         return ""
     parts = ['<h2>Family</h2><div class="card" id="family">']
+    if view.snapshot.name == PIPELINE_TASK:  # a stored pipeline's coordinator
+        graph = f"../pipelines/{e(quote(view.snapshot.task_id, safe=''))}"
+        parts.append(f'<p>a stored pipeline: <a href="{graph}">its nodes as a graph</a></p>')
     if view.parent is not None:
         parts.append(f"<p>child of {_sibling(view.parent)}</p>")
     if view.children:
