@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from chongming.controller.outbox import install_outbox as install_outbox
     from chongming.controller.outbox import outbox_enqueue as outbox_enqueue
     from chongming.controller.queued import QueuedTask as QueuedTask
+    from chongming.controller.stored_handle import StoredPipeline as StoredPipeline
     from chongming.errors import AdmissionStateError as AdmissionStateError
     from chongming.errors import BucketNotOwned as BucketNotOwned
     from chongming.errors import CheckpointMisuse as CheckpointMisuse
@@ -137,6 +138,7 @@ _WHERE: dict[str, str] = {
     "JoinMode": "chongming.pipeline",
     "Pipeline": "chongming.pipeline",
     "QueuedTask": "chongming.controller.enqueue",
+    "StoredPipeline": "chongming.controller.stored_handle",
     "IdempotencyConflict": "chongming.errors",
     "AdmissionStateError": "chongming.errors",
     "Backoff": "chongming.policies",

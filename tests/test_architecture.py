@@ -46,12 +46,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing": _BASE | {"state", "stores"},
     # the facade wires the runtime; of the stores it may use the port (the
     # TaskStore protocol and the records it speaks in: commands, nodes,
-    # writes, the queue, cluster limits, durable records, a granted claim's), never a backend
+    # writes, the queue, cluster limits, durable records, a granted claim's, a spawned
+    # child's), never a backend
     "controller": _CORE
     | {"executors", "run", "scheduler", "render", "control", "pipeline"}
     | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
     | {"stores.durable", "stores.rates", "stores.retention", "stores.schedules", "schedules"}
-    | {"stores.granted"},
+    | {"stores.granted", "stores.children"},
     # coming packages: the control plane, pipelines, the dashboard
     "control": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},

@@ -5,23 +5,23 @@ Registered on the same Typer ``app`` as the other commands (imported by
 newest first. With it: each node in graph order with its status, what it
 waits for (``<-``, and its join when not the default) and, once it failed,
 why. The statuses of nodes the coordinator has not spawned are inferred as
-:mod:`chongming.control.pipeline_view` says.
+:mod:`chongming.controller.pipeline_view` says.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from chongming.cli.app import JsonFlag, _checked_id, _emit, _fail, _options, _run, app
 
 if TYPE_CHECKING:
-    from chongming.control.pipeline_view import PipelineView
     from chongming.controller.controller import Controller
+    from chongming.controller.pipeline_view import PipelineView
 
-__all__ = ["graph_text", "pipeline_json", "pipelines", "runs_text"]
+__all__ = ["graph_text", "pipelines", "runs_text"]
 
 #: The join every node has unless it says otherwise (``pipeline/join.py``).
 _DEFAULT_JOIN = "all_succeeded"
@@ -37,32 +37,6 @@ def _status(view: PipelineView) -> str:
 
 def _counts(view: PipelineView) -> str:
     return ", ".join(f"{count} {status}" for status, count in view.counts().items()) or "-"
-
-
-def pipeline_json(view: PipelineView) -> dict[str, Any]:
-    return {
-        "run_id": view.run_id,
-        "name": view.name,
-        "aggregation": view.aggregation,
-        "status": view.status,
-        "parked": view.parked,
-        "created_at": view.created_at.isoformat(),
-        "finished_at": None if view.finished_at is None else view.finished_at.isoformat(),
-        "counts": view.counts(),
-        "nodes": [
-            {
-                "id": node.node_id,
-                "task": node.task,
-                "depends_on": list(node.depends_on),
-                "join": node.join,
-                "status": node.status,
-                "task_id": node.task_id,
-                "attempt": node.attempt,
-                "failure": node.failure,
-            }
-            for node in view.nodes
-        ],
-    }
 
 
 def runs_text(views: list[PipelineView]) -> str:
@@ -118,16 +92,20 @@ def pipelines(
         _fail(CliError(f"--limit must be at least 1, got {limit}"), options.debug)
 
     async def action(controller: Controller) -> None:
-        from chongming.control.pipeline_view import pipeline_view, pipeline_views
+        from chongming.controller.pipeline_view import (
+            pipeline_view,
+            pipeline_views,
+            view_to_json,
+        )
 
         store = controller.store
         assert store is not None
         if wanted is not None:
             view = await pipeline_view(store, wanted)
-            _emit(options, {"pipeline": pipeline_json(view)}, lambda: graph_text(view))
+            _emit(options, {"pipeline": view_to_json(view)}, lambda: graph_text(view))
             return
         views = await pipeline_views(store, limit=limit)
-        data = {"pipelines": [pipeline_json(view) for view in views]}
+        data = {"pipelines": [view_to_json(view) for view in views]}
         _emit(options, data, lambda: runs_text(views))
 
     _run(options, action)

@@ -13,14 +13,16 @@ from chongming.controller.host import ControllerHost
 from chongming.controller.queued import QueuedTask
 from chongming.controller.run_factory import RunFactory
 from chongming.controller.served import ServedVersions
+from chongming.controller.stored_handle import StoredPipeline
 from chongming.controller.stored_pipelines import PIPELINE_TASK, graph_to_json
 from chongming.controller.support import await_to_the_end
-from chongming.errors import ChongmingError, ConfigurationError, UnknownTask
+from chongming.errors import ChongmingError, ConfigurationError, TaskNotFound, UnknownTask
 from chongming.pipeline.graph import Pipeline, check_run_id
 from chongming.pipeline.run import LivePipelines, PipelineRun
 from chongming.pipeline.submit import prepare_pipeline
 from chongming.run.task_run import TaskRun
 from chongming.state.ids import new_task_id
+from chongming.state.records import TaskSnapshot
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec, durable_needs_store
 
@@ -40,13 +42,20 @@ class PipelineCalls:
     async def _open(self) -> None:
         raise NotImplementedError  # the controller's
 
-    if TYPE_CHECKING:  # EnqueueCalls'
+    if TYPE_CHECKING:  # EnqueueCalls' and the controller's
+        poll_interval: float
 
         async def enqueue(self, name: str, *args: Any, **kwargs: Any) -> QueuedTask: ...
 
+        def _require_plane(self, what: str) -> ControlPlane: ...
+
+        async def stop(
+            self, task_id: str, *, reason: str | None = None, actor: str = "user"
+        ) -> bool: ...
+
     async def enqueue_pipeline(
         self, pipeline: Pipeline, *, run_id: str | None = None
-    ) -> QueuedTask:
+    ) -> StoredPipeline:
         """Run ``pipeline`` on the shared plane: a coordinator task any worker may take.
 
         The graph is stored as the arguments of one durable task
@@ -56,8 +65,10 @@ class PipelineCalls:
         Checked before anything is written: the graph, and each node's task
         name: registered here (then its arguments are checked against its
         function) or served by a live worker, else :class:`UnknownTask`.
-        The handle's result is the outcome; a pipeline that did not succeed
-        fails its coordinator with :class:`PipelineNotSucceeded`.
+        The handle (:class:`StoredPipeline`: the coordinator's
+        :class:`QueuedTask`, its nodes, its graph, a stop) has the outcome as
+        its result; a pipeline that did not succeed fails its coordinator
+        with :class:`PipelineNotSucceeded`.
         """
         await self._open()
         if not isinstance(pipeline, Pipeline):
@@ -72,8 +83,32 @@ class PipelineCalls:
             except ChongmingError as error:
                 error.add_note(f"in node {node.node_id!r} of pipeline {graph.name!r}")
                 raise
-        return await self.enqueue(
+        queued = await self.enqueue(
             PIPELINE_TASK, graph_to_json(graph), task_id=run_id, label=graph.name
+        )
+        return self._stored(queued.snapshot, created=queued.created)
+
+    async def stored_pipeline(self, run_id: str) -> StoredPipeline:
+        """The handle of the stored pipeline ``run_id``, from any process on its store.
+
+        :class:`TaskNotFound` for an unknown id; ``ConfigurationError`` for a
+        task that is not a stored pipeline.
+        """
+        await self._open()
+        store = self._require_plane("stored_pipeline").store
+        found = await store.get(check_run_id(run_id))
+        if found is None:
+            raise TaskNotFound(run_id)
+        if found.name != PIPELINE_TASK:
+            raise ConfigurationError(
+                f"task {run_id!r} is a {found.name!r} task, not a stored pipeline"
+            )
+        return self._stored(found, created=False)
+
+    def _stored(self, snapshot: TaskSnapshot, *, created: bool) -> StoredPipeline:
+        store = self._require_plane("enqueue_pipeline").store
+        return StoredPipeline(
+            store, snapshot, created=created, poll=self.poll_interval, stop=self.stop
         )
 
     async def _check_served(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from chongming.control.outages import through_outages
-from chongming.control.pipeline_view import PIPELINE_TASK
 from chongming.errors import ChongmingError, TaskCancelled
 from chongming.pipeline.graph import PipelineGraph
 from chongming.pipeline.join import (
@@ -51,6 +50,8 @@ __all__ = [
     "node_inputs",
 ]
 
+#: The coordinator's registered name: every worker serves it.
+PIPELINE_TASK = "chongming:pipeline"
 #: The tag of a stored pipeline's node: its claim reads :data:`UPSTREAM_FACT`.
 NODE_TAG = "chongming:pipeline-node"
 #: The fact a node starts with: its succeeded upstreams' results, by node id.

@@ -1,7 +1,7 @@
 """A stored pipeline on the dashboard: ``/pipelines/<run_id>`` and ``/api/pipelines/<run_id>``.
 
 The same view as ``chongming pipelines <run_id>``
-(:mod:`chongming.control.pipeline_view`): each node in graph order with its
+(:mod:`chongming.controller.pipeline_view`): each node in graph order with its
 status (a badge), what it waits for, and a link to its task once it has one.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from chongming.control.pipeline_view import PipelineView, pipeline_view
+from chongming.controller.pipeline_view import PipelineView, pipeline_view, view_to_json
 from chongming.errors import ConfigurationError
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
@@ -34,9 +34,7 @@ async def _view(store: TaskStore | None, run_id: str) -> PipelineView:
 
 async def pipeline_data(store: TaskStore | None, run_id: str) -> dict[str, Any]:
     """``/api/pipelines/<run_id>``: ``{"pipeline": ...}`` as ``chongming pipelines --json``."""
-    from chongming.cli.pipeline_commands import pipeline_json
-
-    return {"pipeline": pipeline_json(await _view(store, run_id))}
+    return {"pipeline": view_to_json(await _view(store, run_id))}
 
 
 async def pipeline_markup(store: TaskStore | None, chrome: Chrome, run_id: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from chongming import Controller, JoinMode, Pipeline, TaskContext, TaskStatus
-from chongming.control.pipeline_view import node_statuses
+from chongming.controller.pipeline_view import node_statuses
 from tests.cli.support import as_json, assert_one_line_error, invoke
 
 S = TaskStatus

@@ -308,3 +308,37 @@ async def test_a_controller_without_a_store_is_told_it_needs_one() -> None:
         _register_plain(memory_only)
         with pytest.raises(ConfigurationError, match="needs a store"):
             await memory_only.enqueue_pipeline(etl())
+
+
+async def test_the_handle_gives_nodes_the_graph_and_a_stop_from_any_process(
+    where: object,
+) -> None:
+    from chongming import StoredPipeline, TaskNotFound
+
+    async with _client(where) as client:
+        queued = await client.enqueue_pipeline(etl(shard_task="gated"), run_id="handled")
+        assert isinstance(queued, StoredPipeline)
+        assert queued.node_ids == ("fetch", "s0", "s1", "s2", "load", "audit")
+        assert await queued.node("load") is None  # not enqueued (yet)
+        with pytest.raises(ConfigurationError, match="has no node 'nope'; its nodes: fetch"):
+            await queued.node("nope")
+        async with _worker(where):
+            for _ in range(600):
+                if (node := await queued.node("s2")) is not None:
+                    break
+                await asyncio.sleep(0.05)
+            assert node is not None
+            assert node.task_id == "handled:s2"
+            again = await client.stored_pipeline("handled")  # as another process would
+            view = await again.view()
+            assert [n.status for n in view.nodes][:1] == ["succeeded"]
+            assert view.nodes[-1].status == "blocked"
+            assert await again.stop(reason="not tonight")
+            final = await queued.wait(timeout=60)
+        assert final.status is TaskStatus.STOPPED
+        assert not await again.stop()  # it had ended: nothing sent
+        with pytest.raises(TaskNotFound):
+            await client.stored_pipeline("ghost")
+        plain = await client.enqueue("load", task_id="plain-load")
+        with pytest.raises(ConfigurationError, match="is a 'load' task, not a stored pipeline"):
+            await client.stored_pipeline(plain.task_id)

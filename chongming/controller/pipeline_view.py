@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from chongming.control.outages import through_outages
+from chongming.controller.stored_pipelines import PIPELINE_TASK
 from chongming.errors import ConfigurationError, TaskNotFound
 from chongming.pipeline.join import JoinMode, JoinVerdict, judge_join
 from chongming.state.query import TaskQuery
@@ -28,10 +29,14 @@ from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore
 
-__all__ = ["NodeView", "PipelineView", "node_statuses", "pipeline_view", "pipeline_views"]
-
-#: The coordinator's registered name (``controller/stored_pipelines.py``).
-PIPELINE_TASK = "chongming:pipeline"
+__all__ = [
+    "NodeView",
+    "PipelineView",
+    "node_statuses",
+    "pipeline_view",
+    "pipeline_views",
+    "view_to_json",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,3 +170,30 @@ async def _view(store: TaskStore, coordinator: TaskSnapshot) -> PipelineView:
         finished_at=coordinator.finished_at,
         nodes=tuple(views),
     )
+
+
+def view_to_json(view: PipelineView) -> dict[str, Any]:
+    """The run as JSON: ``chongming pipelines --json`` and the dashboard's API."""
+    return {
+        "run_id": view.run_id,
+        "name": view.name,
+        "aggregation": view.aggregation,
+        "status": view.status,
+        "parked": view.parked,
+        "created_at": view.created_at.isoformat(),
+        "finished_at": None if view.finished_at is None else view.finished_at.isoformat(),
+        "counts": view.counts(),
+        "nodes": [
+            {
+                "id": node.node_id,
+                "task": node.task,
+                "depends_on": list(node.depends_on),
+                "join": node.join,
+                "status": node.status,
+                "task_id": node.task_id,
+                "attempt": node.attempt,
+                "failure": node.failure,
+            }
+            for node in view.nodes
+        ],
+    }
