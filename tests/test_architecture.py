@@ -201,6 +201,7 @@ def test_the_controller_takes_only_the_store_port() -> None:
     # backends come to the controller through the control plane (open_store).
     assert {rule for rule in ALLOWED["controller"] if rule.split(".")[0] == "stores"} == {
         "stores.base",
+        "stores.children",
         "stores.durable",
         "stores.granted",
         "stores.limits",
