@@ -31,7 +31,7 @@ from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.nodes import Command, CommandKind
 
-__all__ = ["apply_command", "send_command"]
+__all__ = ["apply_command", "send_command", "stop_unheld"]
 
 
 async def send_command(
@@ -50,30 +50,10 @@ async def send_command(
     snapshot = await store.get(task_id)
     if snapshot is None:
         raise TaskNotFound(task_id)
-    while kind is CommandKind.STOP and await _unheld(store, snapshot):
-        stopped, transition = apply_transition(
-            snapshot,
-            TaskStatus.STOPPED,
-            trigger=Trigger.USER_STOP,
-            at=at,
-            actor=actor,
-            reason=reason,
-        )
-        try:
-            await store.save(
-                dataclasses.replace(stopped, owner=None),
-                expect_version=snapshot.status_version,
-                transitions=[transition],
-            )
+    if kind is CommandKind.STOP:
+        snapshot, written = await stop_unheld(store, snapshot, reason=reason, actor=actor, at=at)
+        if written:
             return True
-        except VersionConflict:
-            pass  # claimed (or moved) meanwhile: judge it again as it is now
-        now = await store.get(task_id)
-        if now is None:
-            raise TaskNotFound(task_id)
-        if (now.status, now.status_version) == (TaskStatus.STOPPED, stopped.status_version):
-            return True  # our write landed; its reply was lost
-        snapshot = now
     if snapshot.is_terminal:
         return False
     await store.submit_command(
@@ -90,6 +70,41 @@ async def send_command(
     return True
 
 
+async def stop_unheld(
+    store: TaskStore, snapshot: TaskSnapshot, *, reason: str | None, actor: str, at: datetime
+) -> tuple[TaskSnapshot, bool]:
+    """Write ``queued -> stopped`` while nobody holds the task; whether it was written.
+
+    A claim that takes the task meanwhile makes the write miss; the answer
+    is then the task as it is now, unwritten (its holder gets a command).
+    """
+    while await _unheld(store, snapshot):
+        stopped, transition = apply_transition(
+            snapshot,
+            TaskStatus.STOPPED,
+            trigger=Trigger.USER_STOP,
+            at=at,
+            actor=actor,
+            reason=reason,
+        )
+        try:
+            await store.save(
+                dataclasses.replace(stopped, owner=None),
+                expect_version=snapshot.status_version,
+                transitions=[transition],
+            )
+            return stopped, True
+        except VersionConflict:
+            pass  # claimed (or moved) meanwhile: judge it again as it is now
+        now = await store.get(snapshot.task_id)
+        if now is None:
+            raise TaskNotFound(snapshot.task_id)
+        if (now.status, now.status_version) == (TaskStatus.STOPPED, stopped.status_version):
+            return now, True  # our write landed; its reply was lost
+        snapshot = now
+    return snapshot, False
+
+
 async def _unheld(store: TaskStore, snapshot: TaskSnapshot) -> bool:
     """``queued`` with no owner, or with an owner whose node lease is not live."""
     if snapshot.status is not TaskStatus.QUEUED:
@@ -101,13 +116,21 @@ async def _unheld(store: TaskStore, snapshot: TaskSnapshot) -> bool:
 
 
 async def apply_command(
-    command: Command, *, held: Callable[[str], Any], store: TaskStore, owner: str
+    command: Command,
+    *,
+    held: Callable[[str], Any],
+    store: TaskStore,
+    owner: str,
+    at: Callable[[], datetime],
 ) -> str | None:
     """Apply a claimed command to the run this node holds: its outcome, or None to release it.
 
     ``held(task_id)`` is the live run or ``None``. A command for a task held
     by another node is released (its holder will claim it); one for a task
     nobody can act on any more is completed with an outcome that says why.
+    A stop that finds the task held by nobody any more (it parked, or was
+    handed back, after the command was sent) is written as a stop of an
+    unheld task is (module docstring): nobody else would ever apply it.
     """
     run = held(command.task_id)
     if run is None:
@@ -116,6 +139,14 @@ async def apply_command(
             return "unknown task"
         if snapshot.is_terminal:
             return f"already terminal ({snapshot.status})"
+        if command.kind is CommandKind.STOP:
+            snapshot, written = await stop_unheld(
+                store, snapshot, reason=command.reason, actor=command.actor, at=at()
+            )
+            if written:
+                return "applied: stopped (nobody held it any more)"
+            if snapshot.is_terminal:
+                return f"already terminal ({snapshot.status})"
         if snapshot.owner != owner:
             return None
         return "not held by this node (left by an earlier process of this owner?)"

@@ -214,7 +214,11 @@ class TaskCalls:
         plane = self._plane
         assert plane is not None
         outcome = await apply_command(
-            command, held=self._host.get, store=plane.store, owner=self.owner
+            command,
+            held=self._host.get,
+            store=plane.store,
+            owner=self.owner,
+            at=lambda: to_datetime(self.clock.time()),
         )
         if self._observers is not None:
             # The injected clock, as every other time of the controller (a test pins it).

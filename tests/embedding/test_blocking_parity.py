@@ -20,6 +20,7 @@ import pytest
 from chongming import Controller, TaskRun
 from chongming.blocking import BlockingController, BlockingQueuedTask, BlockingTaskRun
 from chongming.controller.queued import QueuedTask
+from chongming.controller.stored_handle import StoredPipeline
 
 PAIRS: list[tuple[type, type]] = [
     (Controller, BlockingController),
@@ -30,6 +31,8 @@ PAIRS: list[tuple[type, type]] = [
 WITHOUT_TWIN: dict[tuple[type, str], str] = {
     (Controller, "start"): "the facade starts its controller when it is built",
     (Controller, "submit_pipeline"): "no blocking pipeline handle yet (issue 12 follow-up)",
+    (Controller, "stored_pipeline"): "no blocking StoredPipeline handle yet (node/view/stop)",
+    (Controller, "enqueue_child"): "the runtime's: ctx.spawn calls it on the loop of its task",
 }
 #: Plain methods the facade still carries to the loop thread (not discoverable as coroutines).
 LOOP_METHODS: dict[type, list[str]] = {Controller: ["register", "register_module", "run_for"]}
@@ -39,6 +42,9 @@ RETURNS = {
     TaskRun: BlockingTaskRun,
     "QueuedTask": "BlockingQueuedTask",
     QueuedTask: BlockingQueuedTask,
+    # enqueue_pipeline's twin: the coordinator's wait / result / get (not node/view/stop yet)
+    "StoredPipeline": "BlockingQueuedTask",
+    StoredPipeline: BlockingQueuedTask,
 }
 
 
