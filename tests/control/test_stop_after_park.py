@@ -38,7 +38,9 @@ async def _parked(store: InMemoryTaskStore) -> None:
     """Held by node-a, then parked: ``queued`` again, nobody's."""
     snapshot = make_snapshot("t-1")
     await store.create(snapshot)
-    path = [(S.QUEUED, "node-a"), (S.STARTING, "node-a"), (S.RUNNING, "node-a")]
+    path: list[tuple[TaskStatus, str | None]] = [
+        (S.QUEUED, "node-a"), (S.STARTING, "node-a"), (S.RUNNING, "node-a"),
+    ]  # fmt: skip
     path += [(S.RETRY_WAIT, "node-a"), (S.QUEUED, None)]
     for to, owner in path:
         moved, transition = next_step(snapshot, to, owner=owner)
