@@ -26,6 +26,9 @@ from chongming.errors import (
     CheckpointMisuse,
     ChildCycle,
     ConfigurationError,
+    DuplicateTaskId,
+    IdempotencyConflict,
+    PayloadError,
     UnknownTask,
 )
 from chongming.stores.base import TaskStore
@@ -148,14 +151,24 @@ async def spawn_child(
         )
 
     async def write(template: StepRecord) -> StepRecord:
-        """The child, its link and this step in one store call (``spawn_child``)."""
-        spawned = await plane.enqueue_child(
-            parent, journal.epoch, template, name, args, kwargs,
-            idempotency_key=idempotency_key, **extra,
-        )  # fmt: skip
-        if spawned.step is not None:
-            return spawned.step
-        error = other_parents(spawned.enqueued.snapshot.task_id, spawned.parent)
+        """The child, its link and this step in one store call (``spawn_child``).
+
+        What the enqueue refuses (its input, a key or task id already taken
+        by another task) is recorded as the step's failure, as a step records
+        its body's: a replay fails the same. Outages are retried around this
+        call (every write in it is safe to repeat); a stale epoch fences.
+        """
+        try:
+            spawned = await plane.enqueue_child(
+                parent, journal.epoch, template, name, args, kwargs,
+                idempotency_key=idempotency_key, **extra,
+            )  # fmt: skip
+        except _REFUSALS as refused:
+            error: Exception = refused
+        else:
+            if spawned.step is not None:
+                return spawned.step
+            error = other_parents(spawned.enqueued.snapshot.task_id, spawned.parent)
         failed = dataclasses.replace(template, ok=False, value=recorded_failure(error))
         return await store.record_step(parent, journal.epoch, failed)
 
@@ -177,6 +190,10 @@ async def spawn_child(
     else:
         child_id = await journal.step(CHILD_STEP, enqueue, (), {})
     return ChildHandle(task_id=str(child_id), name=name)
+
+
+#: What an enqueue refuses for good (not an outage, not a fence): a recorded failure.
+_REFUSALS = (ConfigurationError, PayloadError, DuplicateTaskId, IdempotencyConflict)
 
 
 def _spawns_at_once(store: TaskStore) -> bool:

@@ -85,6 +85,10 @@ async def keyed(ctx: TaskContext) -> Any:
     return await ctx.child("charge", 4, key="charge:order-4")
 
 
+async def same_key(ctx: TaskContext, order: int) -> Any:
+    return await ctx.child("charge", order, key="charge:shared")
+
+
 async def plain(ctx: TaskContext) -> Any:
     return await ctx.child("charge", 1)
 
@@ -103,6 +107,7 @@ def _register(controller: Controller) -> None:
     controller.register("bad", bad_child, durable=True)
     controller.register("plain", plain)
     controller.register("keyed", keyed, durable=True)
+    controller.register("same_key", same_key, durable=True)
     controller.register("relay", relay, durable=True)
 
 
@@ -413,3 +418,23 @@ async def test_a_key_that_names_another_parents_child_fails_instead_of_waiting_f
         assert failed.failure is not None
         assert "a child has one parent: give this child a key of its own" in failed.failure.message
         assert ran == Counter({"charge 4": 1})
+
+
+async def test_a_spawn_the_store_refuses_is_a_recorded_step_failure(where: object) -> None:
+    async with _client(where) as client:
+        first = await client.enqueue("same_key", 1)
+        async with _worker(where):
+            assert (await first.wait(timeout=30)).result == "paid 10 for 1"
+            # The same key with other input: the store refuses the enqueue.
+            second = await client.enqueue("same_key", 2)
+            failed = await second.wait(timeout=30)
+        assert failed.status is TaskStatus.FAILED
+        assert failed.failure is not None
+        assert failed.failure.exception_type == "StepFailed"
+        assert "IdempotencyConflict" in failed.failure.message
+        store = client.store
+        assert store is not None
+        (step,) = [s for s in await store.steps(second.task_id) if s.name == "child:enqueue"]
+        assert not step.ok  # recorded: a replay fails the same, without enqueueing
+        assert await store.children_of(second.task_id) == []
+        assert ran == Counter({"charge 1": 1})
