@@ -444,8 +444,9 @@ class EnqueueCalls:
         """``ctx.spawn``'s enqueue: built as :meth:`enqueue` builds, written with the step.
 
         One store call (:meth:`~chongming.stores.ports.durable.DurableStore.spawn_child`):
-        the child, its link to ``parent_id`` and the parent's ``step``. A store
-        without it raises ``NotImplementedError`` before anything is written.
+        the child, its link to ``parent_id`` and the parent's ``step``. Only
+        called for a store that has it (``control/children.py`` asks first); the
+        port's default raises ``SpawnsInThreeCalls`` before anything is written.
         """
         plane, snapshot, transition = await self._built(
             name, args, kwargs, wait_for_version=True, idempotency_key=idempotency_key, **options
