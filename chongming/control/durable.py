@@ -1,4 +1,4 @@
-"""Durable steps: one attempt's journal of a task's memoised steps, and the gate that opens it.
+"""Durable steps: one attempt's journal of a task's memoised steps.
 
 Before the function of a durable task begins, its attempt raises the task's
 epoch in the store (fencing off any older attempt still running somewhere)
@@ -18,6 +18,11 @@ step called before the one it followed raises :class:`NondeterminismError`
 (the code changed: never retried). A step that was running when its worker
 died has no record, so it runs again: steps are at least once, and ``fn``
 must be safe to repeat (or go through ``ctx.effect``).
+
+The journal's waits (a durable sleep, a fact wait, parking) are in
+:mod:`chongming.control.durable_waits`, its children in
+:mod:`chongming.control.children`; the gate that opens it is
+:mod:`chongming.control.journal_gate`.
 """
 
 from __future__ import annotations
@@ -29,11 +34,11 @@ import dataclasses
 import functools
 import inspect
 import logging
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
+from chongming.control import durable_waits
 from chongming.control.any_wait import AnyWaits
 from chongming.control.children import (
     TaskPlane,
@@ -46,7 +51,6 @@ from chongming.control.parking import PARK_AFTER
 from chongming.control.step_outcomes import recorded_failure, replay, replay_error, step_label
 from chongming.errors import (
     CheckpointMisuse,
-    FactTimeout,
     FencingError,
     NondeterminismError,
     PayloadError,
@@ -66,7 +70,6 @@ from chongming.task_api.journal import (
     ChildEnd,
     ChildHandle,
     EffectInfo,
-    ParkRequest,
     StepObserver,
 )
 from chongming.task_api.step_threads import StepThreads
@@ -77,9 +80,6 @@ _T = TypeVar("_T")
 #: Runs a plain function on a worker thread: ``await run_sync(fn, args, kwargs)``.
 RunSync = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
 
-#: A task parked waiting for a fact is claimed again after this long at most, to
-#: look once more: a safety net under the wake that sending the fact causes.
-FACT_RECHECK = 3600.0
 #: How long a cancelled attempt still waits for the write of a step it ran (seconds).
 RECORD_KEEP = 5.0
 
@@ -249,7 +249,7 @@ class Journal:
         if recorded is not None:
             return replay(recorded)
         try:
-            value = await self._call(
+            value = await self.call(
                 fn, args, kwargs, label=f"step {step_label((name, occurrence))!r}"
             )
         except (TaskCancelled, asyncio.CancelledError, ThreadBaseException):
@@ -301,82 +301,22 @@ class Journal:
         poll_interval: float,
         beat: Callable[[], Awaitable[None]],
     ) -> Any:
-        """The fact ``name`` (or what ``check`` found), or :class:`FactTimeout`: decided once.
-
-        The deadline is recorded first (a resumed attempt keeps the original
-        one), then the store is read before every wait, so a fact sent before
-        the waiter existed, or while it slept, or while no worker held the
-        task, is found. The outcome is recorded as a step: a replay answers the
-        same, fact or timeout, whatever the store holds by then.
-        """
-        self.check_fenced()
-        key = f"fact:{name}"
-        waits = self.any_waits
-        if timeout is None and check is None and name in waits.decided:
-            return self._decided(waits.decided[name], name, timeout)  # ctx.as_completed saw it
-        offset = await self.clock_offset()
-        if timeout is None and waits.take_open(name):
-            deadline = None  # a wait for several facts recorded this one's deadline step
-        else:
-            deadline = await self.step(f"{key}:deadline", _deadline, (timeout, offset), {})
-        (_, occurrence), after, recorded = self.call_of(key)
-        if recorded is not None:
-            return self._decided(recorded, name, timeout)
-        while True:
-            found = await through_outages(lambda: self._store.get_fact(self.task_id, name))
-            value: Any = None if found is None else {"fact": found.payload}
-            if value is None and check is not None:
-                checked = await self._call(check, (), {}, label=f"check of fact {name!r}")
-                if checked is not None and checked is not False:
-                    value = {"fact": checked}
-            if value is None and deadline is not None and SYSTEM_CLOCK.time() + offset >= deadline:
-                value = {"timeout": True}
-            if value is not None:
-                step = StepRecord(
-                    name=key, occurrence=occurrence, ok=True, value=value, after=after
-                )
-                return self._decided(await self.record(step), name, timeout)
-            await beat()  # stop and pause take effect here; the heartbeat moves on
-            now = SYSTEM_CLOCK.time() + offset  # the store's clock, as of this node
-            if self.parkable and await waits.may_park(self, (name,)):
-                _park_waiting(name, now, deadline, check, poll_interval, self.park_threshold)
-            wait = poll_interval
-            if deadline is not None:
-                wait = max(0.0, min(wait, deadline - now))
-            await asyncio.sleep(wait)
+        """The fact ``name`` (or what ``check`` found), or :class:`FactTimeout`: decided once."""
+        return await durable_waits.wait_for_fact(
+            self, name, timeout=timeout, check=check, poll_interval=poll_interval, beat=beat
+        )
 
     async def sleep(
         self, name: str, seconds: float, *, beat: Callable[[], Awaitable[None]]
     ) -> None:
-        """Sleep until a wake-up time recorded once: a replay sleeps only what is left.
-
-        The wake-up time is the store's clock: every node that replays the
-        task agrees on it, and the claim of a parked task reads it the same.
-        """
-        self.check_fenced()
-        offset = await self.clock_offset()
-        wake = await self.step(f"sleep:{name}", _deadline, (seconds, offset), {})
-        if (
-            self.parkable
-            and wake - (SYSTEM_CLOCK.time() + offset) >= self.park_threshold
-            and await self.any_waits.may_park(self, ())
-        ):
-            raise ParkRequest(wake)  # the attempt ends; the task is claimable again at ``wake``
-        while (left := wake - (SYSTEM_CLOCK.time() + offset)) > 0:
-            await beat()  # stop and pause take effect while it sleeps
-            await asyncio.sleep(min(left, 1.0))
+        """Sleep until a wake-up time recorded once: a replay sleeps only what is left."""
+        await durable_waits.sleep(self, name, seconds, beat=beat)
 
     async def clock_offset(self) -> float:
         """How far the store's clock is ahead of this node's (seconds, may be negative)."""
         before = SYSTEM_CLOCK.time()
         store_now = (await through_outages(self._store.store_time)).timestamp()
         return store_now - (before + SYSTEM_CLOCK.time()) / 2
-
-    def _decided(self, step: StepRecord, name: str, timeout: float | None) -> Any:
-        value = step.value if isinstance(step.value, dict) else {}
-        if "fact" in value:
-            return value["fact"]
-        raise FactTimeout(self.task_id, name, timeout or 0.0)
 
     async def effect(
         self,
@@ -399,7 +339,7 @@ class Journal:
         if state.done:
             return state.result
         info = EffectInfo(idempotency_key=f"{self.task_id}:{op_key}", resumed=state.resumed)
-        result = await self._call(fn, (info, *args), kwargs, label=f"effect {op_key!r}")
+        result = await self.call(fn, (info, *args), kwargs, label=f"effect {op_key!r}")
         try:
             return await self._fenced(
                 lambda: self._store.finish_effect(self.task_id, self.epoch, op_key, result, commit)
@@ -408,7 +348,7 @@ class Journal:
             cause = error.__cause__
             raise (cause if cause is not None else error) from None
 
-    async def _call(
+    async def call(
         self,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
@@ -487,40 +427,6 @@ class Journal:
             elif not write.cancelled():
                 write.exception()  # retrieved: its outcome is the cancelled attempt's
             raise
-
-
-def _deadline(timeout: float | None, offset: float) -> float | None:
-    """When ``timeout`` runs out, by the store's clock (``offset``: its lead on this node's)."""
-    return None if timeout is None else SYSTEM_CLOCK.time() + offset + timeout
-
-
-def _park_waiting(
-    name: str,
-    now: float,
-    deadline: float | None,
-    check: Callable[[], Any] | None,
-    poll_interval: float,
-    threshold: float,
-) -> None:
-    """Raise :class:`ParkRequest` when an unanswered wait has ``threshold`` or more to go.
-
-    At the first look that did not find the fact: holding the slot while
-    waiting for a fact another task sends (a child) is what starves that
-    task of the slot. Parked, the task waits in the queue until the
-    deadline, the fact (the store wakes it when the fact is sent), or
-    :data:`FACT_RECHECK`. A ``check`` is the caller's own poll: it parks
-    only between polls at least ``threshold`` apart, until the next poll.
-    Times are the store's clock.
-    """
-    if threshold == math.inf or (deadline is not None and deadline - now < threshold):
-        return
-    if check is not None:
-        if poll_interval < threshold:
-            return
-        wake = now + poll_interval
-    else:
-        wake = now + FACT_RECHECK
-    raise ParkRequest(wake if deadline is None else min(wake, deadline), fact=name)
 
 
 async def _in_a_thread(

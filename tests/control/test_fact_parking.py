@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from chongming import Controller, TaskStatus
-from chongming.control import durable, parking
+from chongming.control import durable_waits, parking
 from chongming.errors import ConfigurationError, FactTimeout
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
@@ -81,7 +81,7 @@ async def test_waiting_tasks_park_off_their_slots_and_each_fact_wakes_its_task(
             parked = await client.get("w-0")
             assert parked.not_before is not None
             # Parked for an hour (no timeout): only the fact can bring it back in time.
-            assert parked.not_before.timestamp() > time.time() + durable.FACT_RECHECK / 2
+            assert parked.not_before.timestamp() > time.time() + durable_waits.FACT_RECHECK / 2
             for n, task_id in enumerate(ids):
                 assert await client.signal(task_id, "downloaded", {"bytes": n}) is True
             finals = [await q.wait(timeout=30) for q in queued]
