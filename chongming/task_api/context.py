@@ -3,7 +3,9 @@
 It is also the attempt's control block (:class:`AttemptSignals`, its base):
 the flags its checkpoints read live on it. The runtime's attempt is a
 subclass (:class:`~chongming.run.attempt.Attempt`), so one object per attempt
-is the context, the control block and the driver.
+is the context, the control block and the driver. What each durable call
+(``ctx.step``, ``ctx.sleep``, ``ctx.spawn`` …) checks before its journal sees
+it is in :mod:`chongming.task_api.durable_calls`.
 """
 
 from __future__ import annotations
@@ -19,18 +21,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from chongming.errors import (
-    CheckpointMisuse,
-    ChildFailed,
-    ConfigurationError,
-    PayloadError,
-    TaskCancelled,
-)
+from chongming.errors import CheckpointMisuse, PayloadError, TaskCancelled
 from chongming.logs.records import TASK_LOG_REDACTION
-from chongming.state.durable_names import MAX_NAME, check_name
 from chongming.state.payload import check_json_value
 from chongming.state.records import JsonValue, Progress
-from chongming.task_api.journal import MAX_WAIT, ChildEnd, ChildHandle, StepJournal
+from chongming.task_api import durable_calls
+from chongming.task_api.journal import ChildEnd, ChildHandle, StepJournal
 from chongming.task_api.signals import AttemptSignals, CarrierKind
 
 __all__ = ["Checkpoint", "TaskContext"]
@@ -38,8 +34,6 @@ __all__ = ["Checkpoint", "TaskContext"]
 _TASK_LOGGER = logging.getLogger("chongming.task")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _NO_UPSTREAM: Mapping[str, JsonValue] = MappingProxyType({})
-#: Step names the runtime records under (``wait_for_fact`` and ``sleep``).
-_RESERVED_STEPS = ("fact:", "sleep:", "child:", "children:")
 
 
 class Checkpoint:
@@ -135,26 +129,7 @@ class TaskContext(AttemptSignals):
         coroutine function is awaited; a plain one runs in a worker thread.
         A stop requested before the step is honoured first.
         """
-        journal = self.journal
-        if journal is None:
-            raise CheckpointMisuse(
-                f"ctx.step() needs a durable task: register {self.name!r} with durable=True "
-                "on a controller with a store"
-            )
-        journal.check_fenced()
-        _check_name_arg("ctx.step", "step name", name)
-        if name.startswith(_RESERVED_STEPS):
-            raise ConfigurationError(
-                f"step name {name!r}: names starting with 'fact:', 'sleep:', 'child:' or "
-                "'children:' are the runtime's own (wait_for_fact, sleep, child and "
-                "as_completed record under them)"
-            )
-        _check_callable("ctx.step", "fn", fn)
-        if self.stop_requested:
-            raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        call = journal.step(name, fn, args, kwargs)
-        observe = journal.observe
-        return await (call if observe is None else observe("step", name, journal, call))
+        return await durable_calls.step(self, name, fn, args, kwargs)
 
     async def effect(
         self,
@@ -178,22 +153,7 @@ class TaskContext(AttemptSignals):
         store's database are exactly once; an external call is at least once,
         narrowed by the key. See docs/durable.md for what holds where.
         """
-        journal = self.journal
-        if journal is None:
-            raise CheckpointMisuse(
-                f"ctx.effect() needs a durable task: register {self.name!r} with durable=True "
-                "on a controller with a store"
-            )
-        journal.check_fenced()
-        _check_name_arg("ctx.effect", "op_key", op_key, longest=1000)
-        _check_callable("ctx.effect", "fn", fn)
-        if commit is not None:
-            _check_callable("ctx.effect", "commit", commit)
-        if self.stop_requested:
-            raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        call = journal.effect(op_key, fn, args, kwargs, commit)
-        observe = journal.observe
-        return await (call if observe is None else observe("effect", op_key, journal, call))
+        return await durable_calls.effect(self, op_key, fn, args, kwargs, commit)
 
     async def sleep(self, name: str, seconds: float) -> None:
         """Sleep ``seconds``, durably: the wake-up time is recorded once, as a step.
@@ -206,18 +166,7 @@ class TaskContext(AttemptSignals):
         slot, no memory) and any worker that serves it replays it at the
         wake-up time. ``seconds``: finite, from 0 to 100 years.
         """
-        journal = self.journal
-        if journal is None:
-            raise CheckpointMisuse(
-                f"ctx.sleep() needs a durable task: register {self.name!r} with durable=True "
-                "on a controller with a store (a plain task can await asyncio.sleep)"
-            )
-        journal.check_fenced()
-        _check_name_arg("ctx.sleep", "sleep name", name)
-        seconds = _check_seconds("ctx.sleep", "seconds", seconds, zero=True)
-        call = journal.sleep(name, seconds, beat=self._checkpoint_on_loop)
-        observe = journal.observe
-        await (call if observe is None else observe("sleep", name, journal, call))
+        await durable_calls.sleep(self, name, seconds, beat=self._checkpoint_on_loop)
 
     async def wait_for_fact(
         self,
@@ -245,28 +194,14 @@ class TaskContext(AttemptSignals):
         most 100 years) or ``None``; bad arguments raise
         :class:`~chongming.errors.ConfigurationError` before the wait begins.
         """
-        journal = self.journal
-        if journal is None:
-            raise CheckpointMisuse(
-                f"ctx.wait_for_fact() needs a durable task: register {self.name!r} with "
-                "durable=True on a controller with a store"
-            )
-        journal.check_fenced()
-        what = "ctx.wait_for_fact"
-        _check_name_arg(what, "fact name", name)
-        seconds = None if timeout is None else _check_seconds(what, "timeout", timeout, zero=True)
-        interval = _check_seconds(what, "poll_interval", poll_interval, zero=False)
-        if check is not None:
-            _check_callable(what, "check", check)
-        call = journal.wait_for_fact(
+        return await durable_calls.wait_for_fact(
+            self,
             name,
-            timeout=seconds,
+            timeout=timeout,
             check=check,
-            poll_interval=interval,
+            poll_interval=poll_interval,
             beat=self._checkpoint_on_loop,
         )
-        observe = journal.observe
-        return await (call if observe is None else observe("fact", name, journal, call))
 
     # -- child tasks and the plane (control/children.py, docs/children.md) -----
 
@@ -283,13 +218,7 @@ class TaskContext(AttemptSignals):
         this task or an ancestor was enqueued as ``name`` raises
         :class:`~chongming.errors.ChildCycle`.
         """
-        journal = self._durable_journal("ctx.spawn")
-        _check_name_arg("ctx.spawn", "task name", name)
-        if key is not None:
-            _check_name_arg("ctx.spawn", "key", key, longest=1000)
-        if self.stop_requested:
-            raise TaskCancelled(f"task {self.task_id!r} was asked to stop")
-        return await journal.spawn(name, args, kwargs, key)
+        return await durable_calls.spawn(self, name, args, kwargs, key)
 
     async def gather(self, *handles: ChildHandle) -> list[Any]:
         """The results of the children ``handles``, in their order.
@@ -300,19 +229,7 @@ class TaskContext(AttemptSignals):
         ``handles`` order. Each outcome is recorded once; a replay answers
         the same.
         """
-        journal = self._durable_journal("ctx.gather")
-        _check_handles("ctx.gather", handles)
-        results: list[Any] = []
-        failed: ChildFailed | None = None
-        for end in await journal.gathered(handles, self._checkpoint_on_loop):
-            try:
-                results.append(end.result())
-            except ChildFailed as error:
-                failed = failed or error
-                results.append(None)
-        if failed is not None:
-            raise failed
-        return results
+        return await durable_calls.gather(self, handles, beat=self._checkpoint_on_loop)
 
     def as_completed(self, *handles: ChildHandle) -> AsyncIterator[ChildEnd]:
         """Each child's :class:`ChildEnd` as it ends: ``async for end in ctx.as_completed(...)``.
@@ -324,9 +241,7 @@ class TaskContext(AttemptSignals):
         the loop early and, until those children are gathered, the task waits
         in its slot instead of parking (docs/children.md).
         """
-        journal = self._durable_journal("ctx.as_completed")
-        _check_handles("ctx.as_completed", handles)
-        return journal.as_completed(handles, self._checkpoint_on_loop)
+        return durable_calls.as_completed(self, handles, beat=self._checkpoint_on_loop)
 
     async def child(self, name: str, /, *args: Any, key: str | None = None, **kwargs: Any) -> Any:
         """Run the task ``name`` as a child and return its result: ``spawn`` then ``gather``.
@@ -344,23 +259,15 @@ class TaskContext(AttemptSignals):
         Not memoised: put it in a ``ctx.step`` with an ``idempotency_key``,
         or use :meth:`spawn`, for once per task.
         """
-        return await self._durable_journal("ctx.enqueue").enqueue(name, args, kwargs)
+        journal = durable_calls.durable_journal(self, "ctx.enqueue")
+        return await journal.enqueue(name, args, kwargs)
 
     async def signal(
         self, task_id: str, name: str, payload: Any = None, *, key: str | None = None
     ) -> bool:
         """``controller.signal(...)`` on the controller that runs this task: send a fact."""
-        return await self._durable_journal("ctx.signal").signal(task_id, name, payload, key)
-
-    def _durable_journal(self, call: str) -> StepJournal:
-        journal = self.journal
-        if journal is None:
-            raise CheckpointMisuse(
-                f"{call}() needs a durable task: register {self.name!r} with durable=True "
-                "on a controller with a store"
-            )
-        journal.check_fenced()
-        return journal
+        journal = durable_calls.durable_journal(self, "ctx.signal")
+        return await journal.signal(task_id, name, payload, key)
 
     # -- control ---------------------------------------------------------------
 
@@ -529,53 +436,8 @@ def _safe_name(task_id: str) -> str:
     return f"{cleaned}-{digest}"
 
 
-def _check_name_arg(call: str, what: str, value: object, *, longest: int = MAX_NAME) -> None:
-    """A durable name argument, refused before anything runs or is recorded."""
-    try:
-        check_name(value, what, longest=longest)
-    except PayloadError as error:
-        raise ConfigurationError(f"{call}(): {what} {value!r}: {error.reason}") from None
-
-
-def _check_callable(call: str, what: str, value: object) -> None:
-    if not callable(value):
-        raise ConfigurationError(
-            f"{call}(): {what} must be a function or coroutine function, got {value!r}"
-        )
-
-
-def _check_seconds(call: str, what: str, value: object, *, zero: bool) -> float:
-    """A finite number of seconds: >= 0 (``zero``) or > 0, and at most :data:`MAX_WAIT`."""
-    low = ">= 0" if zero else "> 0"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"{call}(): {what} must be a number {low}, got {value!r}")
-    try:
-        seconds = float(value)
-    except OverflowError:
-        seconds = math.inf
-    if not (seconds >= 0 if zero else seconds > 0):
-        raise ConfigurationError(f"{call}(): {what} must be a number {low}, got {value!r}")
-    if not seconds <= MAX_WAIT:
-        hint = (
-            " (wait_for_fact: timeout=None waits without a deadline)" if what == "timeout" else ""
-        )
-        raise ConfigurationError(
-            f"{call}(): {what} must be at most {MAX_WAIT:.0f} seconds (100 years), "
-            f"got {value!r}{hint}"
-        )
-    return seconds
-
-
 def _check_number(what: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise PayloadError(what, f"must be a number, got {type(value).__name__}")
     if not math.isfinite(value) or value < 0:
         raise PayloadError(what, "must be a finite number >= 0")
-
-
-def _check_handles(what: str, handles: tuple[object, ...]) -> None:
-    for handle in handles:
-        if not isinstance(handle, ChildHandle):
-            raise ConfigurationError(
-                f"{what}(): each argument must be a handle from ctx.spawn(), got {handle!r}"
-            )
