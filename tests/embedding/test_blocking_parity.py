@@ -1,7 +1,7 @@
 """Every public coroutine of ``Controller`` and ``TaskRun`` has a blocking twin.
 
 The coroutines are discovered by inspection, never listed here, so a method
-added to either class fails this test until ``chongming/blocking.py`` gives
+added to either class fails this test until ``chongming/blocking/facade.py`` gives
 it a twin (one line: ``name = blocking_twin(Controller.name)``). A twin keeps
 the parameters (names, kinds, defaults, annotations) and the docstring of
 what it mirrors; a hand-written twin may only add to the docstring.

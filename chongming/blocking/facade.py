@@ -1,48 +1,11 @@
-"""A blocking facade over :class:`~chongming.Controller` for sync programs.
+"""``BlockingController`` and its run handles: a ``Controller`` on a portal's loop thread.
 
-Scripts, Django views, Flask handlers and other plain-threaded code cannot
-``await``. :class:`BlockingController` runs an event loop in a background
-thread (anyio's blocking portal, asyncio backend), enters a ``Controller``
-inside it, and offers the same operations as **sync bridges**: each method
-hands the matching call to the loop thread and blocks the calling thread until
-the loop answers. Nothing here is a coroutine::
-
-    with BlockingController(max_parallel=4) as controller:
-        controller.register("extract", extract)
-        run = controller.submit("extract", "2026-10-02", task_id="job-1")
-        outcome = run.wait(timeout=60)
-
-Twins. Every public coroutine of ``Controller`` and ``TaskRun`` has a blocking
-twin here, generated from it by :func:`blocking_twin`: the same parameters,
-annotations and docstring (for ``help()``, ``inspect.signature`` and mypy,
-through a ``ParamSpec``), so the facade cannot drift from what it mirrors. A
-parity test discovers the coroutines by inspection and fails when one has no
-twin. ``close`` and ``wait`` are written by hand (they add behaviour after
-the loop has stopped) and keep the async signature and docstring, extended.
-``Controller.start`` has none: the facade starts the controller when built.
-
-Threads. Every method may be called from any number of plain threads at once.
-A sync task running under this controller may call it too (it runs in a
-worker thread, not on the loop). The loop thread itself must not: an
-``async def`` task holds the async ``Controller`` API instead.
-
-Lifetime. The loop thread starts when the facade is constructed and ends at
-:meth:`BlockingController.close` (or when the ``with`` block exits): the
-controller closes gracefully, the loop stops, its thread is joined, and the
-loop's idle worker threads are joined too. The one thread that can outlive
-``close()`` is one whose task ignored a stop: a thread cannot be killed, so
-the task was recorded ``lost`` and its thread finishes in its own time.
-``close()`` is idempotent and may be called from several threads at once
-(each returns once the controller is closed); any use after it raises
-:class:`~chongming.ControllerClosed`. A run handle stays readable after close:
-its snapshot, history and outcome are the record of what happened.
-
-Timeouts and interruption. ``wait(timeout=...)`` and ``wait_all(timeout=...)``
-raise :class:`TimeoutError` when the end was not seen in time; that changes
-nothing about the tasks. If the calling thread is interrupted while it blocks
-(``KeyboardInterrupt``), the pending call is cancelled on the loop, with the
-same effect as cancelling the async call: a wait leaves the task alone, and a
-stop or pause already requested stays requested.
+The facade enters the controller on the loop thread of an anyio blocking
+portal, hands every call to that thread and blocks its caller until the
+loop answers (:meth:`BlockingController._run`); its run and queue handles
+bridge through it. What a twin is, and how one is made, is
+:mod:`chongming.blocking.twins`; the promises (threads, lifetime,
+interruption) are in :mod:`chongming.blocking`.
 """
 
 from __future__ import annotations
@@ -56,10 +19,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from chongming.blocking.twins import Bridge, blocking_twin, extends, loop_twin
 from chongming.controller.controller import Controller
 from chongming.controller.queued import QueuedTask
 from chongming.errors import ConfigurationError, ControllerClosed
@@ -67,71 +31,14 @@ from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun
 from chongming.state.records import TaskSnapshot, Transition
 
-__all__ = [
-    "BlockingController",
-    "BlockingQueuedTask",
-    "BlockingTaskRun",
-    "blocking_twin",
-    "loop_twin",
-]
+__all__ = ["BlockingController", "BlockingQueuedTask", "BlockingTaskRun"]
 
 _T = TypeVar("_T")
-_R = TypeVar("_R")
-_Self = TypeVar("_Self")
 _P = ParamSpec("_P")
 
 
-class _Bridge(Protocol):
-    """What a twin needs from the facade object it is called on."""
-
-    @property
-    def _bridge_target(self) -> Any:
-        """The async object whose method of the same name the twin calls."""
-
-    def _bridge_call(self, call: Callable[[], Any], /) -> Any:
-        """Run ``call`` on the loop thread (awaiting it if it is a coroutine); block."""
-
-
-def blocking_twin(
-    method: Callable[Concatenate[_Self, _P], Awaitable[_R]],
-) -> Callable[Concatenate[_Bridge, _P], _R]:
-    """The blocking twin of the coroutine method ``method``, for a facade class body.
-
-    ``submit = blocking_twin(Controller.submit)`` gives ``BlockingController``
-    a plain method with ``Controller.submit``'s parameters, annotations and
-    docstring, typed ``(name: str, *args, task_id=..., ...) -> TaskRun`` for
-    mypy. Called, it runs the same-named coroutine of the facade's target on
-    the loop thread and blocks the calling thread until it has an answer.
-    """
-    return _twin(method)
-
-
-def loop_twin(
-    method: Callable[Concatenate[_Self, _P], _R],
-) -> Callable[Concatenate[_Bridge, _P], _R]:
-    """Like :func:`blocking_twin` for a plain method that must run on the loop thread.
-
-    ``Controller.register`` is not a coroutine, but the controller's state is
-    the loop's: the call still crosses to the loop thread.
-    """
-    return _twin(method)
-
-
-def _twin(method: Callable[..., Any]) -> Callable[..., Any]:
-    name = method.__name__
-
-    def twin(self: _Bridge, /, *args: Any, **kwargs: Any) -> Any:
-        bound = getattr(self._bridge_target, name)
-        return self._bridge_call(functools.partial(bound, *args, **kwargs))
-
-    functools.update_wrapper(twin, method)
-    twin.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
-    twin.__blocking_twin_of__ = method  # type: ignore[attr-defined]
-    return twin
-
-
 def _returning_handle(
-    twin: Callable[Concatenate[_Bridge, _P], TaskRun],
+    twin: Callable[Concatenate[Bridge, _P], TaskRun],
 ) -> Callable[Concatenate[BlockingController, _P], BlockingTaskRun]:
     """``twin``, answering with the sync handle of the ``TaskRun`` it returns."""
 
@@ -149,18 +56,6 @@ def _returning_handle(
     return wrapped
 
 
-def _extends(method: Callable[..., Any]) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """A hand-written twin: ``method``'s docstring first, then what the facade adds."""
-
-    def decorate(twin: Callable[_P, _R]) -> Callable[_P, _R]:
-        own = inspect.cleandoc(twin.__doc__ or "")
-        twin.__doc__ = inspect.cleandoc(method.__doc__ or "") + "\n\n" + own
-        twin.__blocking_twin_of__ = method  # type: ignore[attr-defined]
-        return twin
-
-    return decorate
-
-
 class _LateHandle:
     """Stands for ``BlockingTaskRun`` in annotations until that class exists."""
 
@@ -170,7 +65,7 @@ class _LateQueued:
 
 
 def _returning_queued(
-    twin: Callable[Concatenate[_Bridge, _P], QueuedTask],
+    twin: Callable[Concatenate[Bridge, _P], QueuedTask],
 ) -> Callable[Concatenate[BlockingController, _P], BlockingQueuedTask]:
     """``twin``, answering with the sync handle of the ``QueuedTask`` it returns."""
 
@@ -187,7 +82,7 @@ def _returning_queued(
 
 
 def _returning_queued_each(
-    twin: Callable[Concatenate[_Bridge, _P], list[Any]],
+    twin: Callable[Concatenate[Bridge, _P], list[Any]],
 ) -> Callable[Concatenate[BlockingController, _P], list[Any]]:
     """``twin``, answering with the sync handle of each ``QueuedTask`` in the list it returns."""
 
@@ -272,7 +167,7 @@ class BlockingController:
         """True once :meth:`close` has started; no further call is accepted."""
         return self._phase != _Phase.OPEN
 
-    @_extends(Controller.close)
+    @extends(Controller.close)
     def close(self, grace: float | None = None, *, close_store: bool | None = None) -> None:
         """Blocking: then the loop stops and its thread and idle worker threads
         are joined. Thread-safe: a second caller, concurrent or later, returns
@@ -431,7 +326,7 @@ class BlockingTaskRun:
         run = self._task_run
         return self._owner._read(lambda: run.transitions)
 
-    @_extends(TaskRun.wait)
+    @extends(TaskRun.wait)
     def wait(self, timeout: float | None = None) -> Outcome:
         """Blocking: after the controller has closed the outcome is returned at
         once, since close leaves no task unfinished."""
