@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
-from chongming.stores.base import TaskStore
 from chongming.stores.nodes import NodeRecord, TaskCount, served_by_live_nodes, unserved_counts
+
+if TYPE_CHECKING:
+    from chongming.stores.base import TaskStore
 
 __all__ = ["BucketReport", "BucketRow", "report_buckets", "unclaimed"]
 

@@ -16,15 +16,12 @@ import socket
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from chongming.clock import SYSTEM_CLOCK, Clock
-from chongming.control.location import open_store
 from chongming.control.parking import PARK_AFTER, check_park_threshold
-from chongming.control.plane import ControlPlane
-from chongming.controller.cluster import check_cluster_limits, cluster_slots_for
 from chongming.controller.enqueue import (
     EnqueueCalls,
 )
@@ -33,7 +30,6 @@ from chongming.controller.observers import Observer, wire
 from chongming.controller.pipeline_calls import PipelineCalls
 from chongming.controller.plane_calls import PlaneCalls
 from chongming.controller.run_factory import RunFactory
-from chongming.controller.served import ServedVersions
 from chongming.controller.support import (
     await_to_the_end,
     let_go,
@@ -42,8 +38,6 @@ from chongming.controller.support import (
 )
 from chongming.controller.support import owned_buckets as check_owned
 from chongming.controller.task_calls import TaskCalls
-from chongming.controller.worker import Retention, Worker, check_retention, worker_of
-from chongming.controller.worker_options import RateLimit, WorkerPool, check_worker_options
 from chongming.errors import (
     BucketNotOwned,
     ConfigurationError,
@@ -65,9 +59,19 @@ from chongming.state.payload import (
     check_task_id,
 )
 from chongming.state.status import TaskStatus
-from chongming.stores.base import TaskStore
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, durable_needs_store
+
+if TYPE_CHECKING:
+    # A controller without a store never imports the control plane, the store
+    # port or the worker: `from chongming import Controller` stays cheap.
+    from chongming.control.cluster_slots import ClusterSlots
+    from chongming.control.plane import ControlPlane
+    from chongming.controller.served import ServedVersions
+    from chongming.controller.worker import Worker
+    from chongming.controller.worker_options import RateLimit, WorkerOptions, WorkerPool
+    from chongming.stores.base import TaskStore
+    from chongming.stores.retention import Retention
 
 __all__ = ["Controller"]
 
@@ -84,6 +88,23 @@ class _Phase:
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
+
+
+def _cluster_limits(limits: object) -> dict[str, int]:
+    if limits is None:
+        return {}
+    from chongming.controller.cluster import check_cluster_limits
+
+    return check_cluster_limits(limits)
+
+
+def _worker_options(rate_limits: object, pool: object, *, work: bool) -> WorkerOptions | None:
+    """Checked when a worker's options are given (or it is a worker); else none to keep."""
+    if rate_limits is None and pool is None and not work:
+        return None
+    from chongming.controller.worker_options import check_worker_options
+
+    return check_worker_options(rate_limits, pool, work=work)
 
 
 def default_owner() -> str:
@@ -161,8 +182,8 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
             if reconcile_interval is None
             else check_seconds("Controller", "reconcile_interval", reconcile_interval)
         )
-        self.cluster_limits = check_cluster_limits(cluster_limits)
-        self.worker_options = check_worker_options(rate_limits, pool, work=work)
+        self.cluster_limits = _cluster_limits(cluster_limits)
+        self.worker_options = _worker_options(rate_limits, pool, work=work)
         self._host = ControllerHost(
             self.limits,
             executor=executor,
@@ -180,40 +201,57 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
             host=self._host,
             max_payload_bytes=self.max_payload_bytes,
         )
-        self._owns_store = store is not None and not isinstance(store, TaskStore)
+        self._owns_store = False
         self._plane: ControlPlane | None = None
         if store is not None:
-            if not isinstance(store, TaskStore):
-                store = open_store(store)
-            self._plane = ControlPlane(
-                store,
-                owner=self.owner,
-                num_buckets=num_buckets,
-                owned_buckets=self.owned_buckets,
-                apply_command=self._apply_command,
-                on_let_go=let_go,
-                live_runs=self._host.runs,
-                poll_interval=self.poll_interval,
-                lease_ttl=self.lease_ttl,
-                reconcile_interval=self.reconcile_interval,
-                version=package_version(),
-                clock=self.clock,
-            )
+            self._plane, self._owns_store = self._plane_on(store, num_buckets)
             self._host.attach(self._plane)
         self._phase = _Phase.NEW
         self._closed: asyncio.Future[None] | None = None
         self._submitted_since_yield = 0
         plane = self._plane
-        self._served = None if plane is None else ServedVersions(plane.store, self.poll_interval)
-        self._cluster = cluster_slots_for(
-            self.cluster_limits, plane=plane, host=self._host, poll_interval=self.poll_interval
-        )
-        check_retention(retention, work=work)  # a worker prunes: docs/retention.md
-        self._worker: Worker | None = (
-            worker_of(self, plane, self._host, self._cluster, retention) if work else None
-        )
+        self._served: ServedVersions | None = None
+        self._cluster: ClusterSlots | None = None
+        if plane is not None:
+            from chongming.controller.cluster import cluster_slots_for
+            from chongming.controller.served import ServedVersions
+
+            self._served = ServedVersions(plane.store, self.poll_interval)
+            self._cluster = cluster_slots_for(
+                self.cluster_limits, plane=plane, host=self._host, poll_interval=self.poll_interval
+            )
+        self._worker: Worker | None = None
+        if retention is not None or work:
+            from chongming.controller.worker import check_retention, worker_of
+
+            check_retention(retention, work=work)  # a worker prunes: docs/retention.md
+            if work:
+                self._worker = worker_of(self, plane, self._host, self._cluster, retention)
         self._pipelines = LivePipelines()
         self._observers = wire(observers, self.owner, self._host, self._plane)  # metrics, traces
+
+    def _plane_on(self, store: object, num_buckets: int) -> tuple[ControlPlane, bool]:
+        """This node's plane on ``store`` (an instance, or a path or URL it opens and owns)."""
+        from chongming.control.location import open_store
+        from chongming.control.plane import ControlPlane
+        from chongming.stores.base import TaskStore
+
+        owns = not isinstance(store, TaskStore)
+        plane = ControlPlane(
+            store if isinstance(store, TaskStore) else open_store(store),  # type: ignore[arg-type]
+            owner=self.owner,
+            num_buckets=num_buckets,
+            owned_buckets=self.owned_buckets,
+            apply_command=self._apply_command,
+            on_let_go=let_go,
+            live_runs=self._host.runs,
+            poll_interval=self.poll_interval,
+            lease_ttl=self.lease_ttl,
+            reconcile_interval=self.reconcile_interval,
+            version=package_version(),
+            clock=self.clock,
+        )
+        return plane, owns
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -40,8 +40,6 @@ from chongming.state.payload import (
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger
-from chongming.stores.base import TaskStore
-from chongming.stores.children import SpawnedChild
 from chongming.stores.durable import Fact, StepRecord
 from chongming.stores.queue import Enqueued, check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
@@ -52,6 +50,8 @@ if TYPE_CHECKING:
     from chongming.controller.served import ServedVersions
     from chongming.controller.worker import Worker
     from chongming.scheduler.buckets import BucketPolicy
+    from chongming.stores.base import TaskStore
+    from chongming.stores.children import SpawnedChild
 
 __all__ = [
     "ENQUEUED",

@@ -14,12 +14,9 @@ import collections
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chongming.control.children import stop_children
 from chongming.control.parking import PARK_AFTER
-from chongming.control.plane import ControlPlane
-from chongming.controller.observers import Observers
 from chongming.errors import ControllerClosed, DuplicateTask, StoreError
 from chongming.executors.base import Executor
 from chongming.executors.thread import ThreadExecutor
@@ -30,6 +27,10 @@ from chongming.scheduler.admission import AdmissionQueue
 from chongming.scheduler.limits import AdmissionLimits, AdmissionStatistics
 from chongming.state.status import TERMINAL_STATUSES, TaskStatus
 from chongming.task_api.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from chongming.control.plane import ControlPlane
+    from chongming.controller.observers import Observers
 
 __all__ = ["ControllerHost"]
 
@@ -247,6 +248,8 @@ class ControllerHost:
             return
         reason = f"its parent {task_id!r} ended {status.value}"
         try:
+            from chongming.control.children import stop_children
+
             await stop_children(plane.store, controller.stop, task_id, reason, "system")
         except (StoreError, ControllerClosed) as error:  # the children run on: say so
             _log.warning("stopping the children of %r: %s", task_id, error)

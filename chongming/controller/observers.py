@@ -30,19 +30,18 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from chongming.control.reconcile import ReconcileReport
 from chongming.errors import ConfigurationError, PayloadError
 from chongming.scheduler.limits import AdmissionStatistics
 from chongming.state.status import TaskStatus
-from chongming.stores.base import TaskStore
-from chongming.stores.nodes import Command
-from chongming.stores.queue import check_trace_carrier
-from chongming.stores.writes import StateWrite, WriteResult
 
 if TYPE_CHECKING:
     from chongming.control.failures import PersistFailures
     from chongming.control.plane import ControlPlane
+    from chongming.control.reconcile import ReconcileReport
     from chongming.controller.host import ControllerHost
+    from chongming.stores.base import TaskStore
+    from chongming.stores.nodes import Command
+    from chongming.stores.writes import StateWrite, WriteResult
 
 __all__ = ["Observer", "Observers", "RuntimeFacts", "wire"]
 
@@ -246,6 +245,8 @@ class Observers(Observer):
 
     def trace_carrier(self) -> dict[str, str] | None:
         """The members' carriers merged and checked; never raises (see :class:`Observer`)."""
+        from chongming.stores.queue import check_trace_carrier
+
         merged: dict[str, str] = {}
         for member in self._carrying:
             found = _guard(member.trace_carrier)

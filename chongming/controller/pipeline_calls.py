@@ -8,13 +8,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from chongming.control.plane import ControlPlane
 from chongming.controller.host import ControllerHost
 from chongming.controller.queued import QueuedTask
 from chongming.controller.run_factory import RunFactory
-from chongming.controller.served import ServedVersions
 from chongming.controller.stored_handle import StoredPipeline
-from chongming.controller.stored_pipelines import PIPELINE_TASK, graph_to_json
 from chongming.controller.support import await_to_the_end
 from chongming.errors import ChongmingError, ConfigurationError, TaskNotFound, UnknownTask
 from chongming.pipeline.graph import Pipeline, check_run_id
@@ -25,6 +22,10 @@ from chongming.state.ids import new_task_id
 from chongming.state.records import TaskSnapshot
 from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec, durable_needs_store
+
+if TYPE_CHECKING:
+    from chongming.control.plane import ControlPlane
+    from chongming.controller.served import ServedVersions
 
 __all__ = ["PipelineCalls"]
 
@@ -83,6 +84,8 @@ class PipelineCalls:
             except ChongmingError as error:
                 error.add_note(f"in node {node.node_id!r} of pipeline {graph.name!r}")
                 raise
+        from chongming.controller.stored_pipelines import PIPELINE_TASK, graph_to_json
+
         queued = await self.enqueue(
             PIPELINE_TASK, graph_to_json(graph), task_id=run_id, label=graph.name
         )
@@ -99,6 +102,8 @@ class PipelineCalls:
         found = await store.get(check_run_id(run_id))
         if found is None:
             raise TaskNotFound(run_id)
+        from chongming.controller.stored_pipelines import PIPELINE_TASK
+
         if found.name != PIPELINE_TASK:
             raise ConfigurationError(
                 f"task {run_id!r} is a {found.name!r} task, not a stored pipeline"

@@ -6,11 +6,10 @@ the calls that need a store and read or judge what every node wrote).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock, to_datetime
 from chongming.control.buckets import BucketReport, report_buckets, unclaimed
-from chongming.control.plane import ControlPlane
 from chongming.control.reconcile import ReconcileReport
 from chongming.controller.schedules import ScheduleCalls
 from chongming.errors import ConfigurationError
@@ -18,6 +17,9 @@ from chongming.scheduler.buckets import BucketPolicy
 from chongming.state.payload import check_reason
 from chongming.stores.durable import Fact
 from chongming.stores.nodes import NodeRecord
+
+if TYPE_CHECKING:
+    from chongming.control.plane import ControlPlane
 
 __all__ = ["PlaneCalls"]
 

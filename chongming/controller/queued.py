@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from chongming.errors import TaskFailed, TaskNotFound
 from chongming.state.records import JsonValue, TaskSnapshot
 from chongming.state.status import TaskStatus
-from chongming.stores.base import TaskStore
+
+if TYPE_CHECKING:
+    from chongming.stores.base import TaskStore
 
 __all__ = ["QueuedTask"]
 

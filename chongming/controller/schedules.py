@@ -31,7 +31,6 @@ from chongming.errors import (
 )
 from chongming.state.payload import json_form_arguments
 from chongming.state.records import TaskSnapshot, Transition
-from chongming.stores.base import TaskStore
 from chongming.stores.nodes import served_by_live_nodes
 from chongming.stores.schedules import ScheduleRecord  # at run time: the API's hints name it
 from chongming.task_api.registry import TaskRegistry
@@ -40,11 +39,14 @@ if TYPE_CHECKING:
     from chongming.control.plane import ControlPlane
     from chongming.controller.worker import Worker
     from chongming.schedules.loop import ScheduleDraft, ScheduleLoop
+    from chongming.stores.base import TaskStore
 
 __all__ = ["ScheduleCalls", "declared_schedules", "schedule_loop_for", "supports_schedules"]
 
 
 def supports_schedules(store: TaskStore) -> bool:
+    from chongming.stores.base import TaskStore
+
     return type(store).fire_schedule is not TaskStore.fire_schedule
 
 

@@ -10,13 +10,16 @@ the whole run as a graph, and a stop of the run.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from chongming.control.outages import through_outages
-from chongming.controller.pipeline_view import PipelineView, pipeline_view
 from chongming.controller.queued import QueuedTask
 from chongming.errors import ConfigurationError
 from chongming.state.records import TaskSnapshot
-from chongming.stores.base import TaskStore
+
+if TYPE_CHECKING:
+    from chongming.controller.pipeline_view import PipelineView
+    from chongming.stores.base import TaskStore
 
 __all__ = ["StoredPipeline"]
 
@@ -61,6 +64,8 @@ class StoredPipeline(QueuedTask):
 
     async def view(self) -> PipelineView:
         """The run as a graph, each node with its status (``chongming pipelines <run_id>``)."""
+        from chongming.controller.pipeline_view import pipeline_view
+
         return await pipeline_view(self._store, self.task_id)
 
     async def stop(self, *, reason: str | None = None) -> bool:

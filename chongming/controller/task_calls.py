@@ -7,15 +7,10 @@ the calls on tasks that exist, held here or, with a store, anywhere).
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from chongming.clock import Clock, to_datetime
-from chongming.control.apply import apply_command, send_command
-from chongming.control.children import stop_children
-from chongming.control.cluster_slots import ClusterSlots
 from chongming.control.failures import PersistFailures
-from chongming.control.plane import ControlPlane
-from chongming.controller.host import ControllerHost
-from chongming.controller.observers import Observers
 from chongming.controller.statistics import ControllerStats, count_tasks, local_totals
 from chongming.controller.support import all_done
 from chongming.errors import ConfigurationError, TaskNotFound
@@ -25,8 +20,15 @@ from chongming.scheduler.limits import AdmissionLimits
 from chongming.state.payload import check_reason, check_task_id
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
-from chongming.stores.base import TaskStore
-from chongming.stores.nodes import Command, CommandKind
+from chongming.stores.nodes import CommandKind
+
+if TYPE_CHECKING:
+    from chongming.control.cluster_slots import ClusterSlots
+    from chongming.control.plane import ControlPlane
+    from chongming.controller.host import ControllerHost
+    from chongming.controller.observers import Observers
+    from chongming.stores.base import TaskStore
+    from chongming.stores.nodes import Command
 
 __all__ = ["TaskCalls"]
 
@@ -169,6 +171,8 @@ class TaskCalls:
         else:
             stopped = await self._command(CommandKind.STOP, task_id, reason, actor)
         if self._plane is not None:
+            from chongming.control.children import stop_children
+
             # Its unfinished child tasks stop too, with its reason (docs/children.md).
             await stop_children(self._plane.store, self.stop, task_id, reason, actor)
         return stopped
@@ -208,9 +212,13 @@ class TaskCalls:
             raise TaskNotFound(task_id)
         await self._open()
         at = to_datetime(self.clock.time())
+        from chongming.control.apply import send_command
+
         return await send_command(plane.store, kind, task_id, reason=reason, actor=actor, at=at)
 
     async def _apply_command(self, command: Command) -> str | None:
+        from chongming.control.apply import apply_command
+
         plane = self._plane
         assert plane is not None
         outcome = await apply_command(

@@ -465,6 +465,7 @@ def worker_of(
     if plane is None:
         raise ConfigurationError("work=True needs a store: Controller(store=...)")
     options = controller.worker_options
+    assert options is not None, "a worker's options are checked when it is made"
     check_rate_store(options.rate_limits, plane.store)
     if PIPELINE_TASK not in controller.registry:  # every worker may coordinate a pipeline
         controller.registry.register(
