@@ -4,7 +4,9 @@
 closes it) or a store location (the app opens a query-only controller on it
 — it never registers as a node and never claims commands — and closes it on
 shutdown or :meth:`Dashboard.aclose`). Serve it with uvicorn, or mount it in
-a FastAPI / Starlette service: links follow the mount path.
+a FastAPI / Starlette service: links follow the mount path. Who may reach a
+route (token, read-only, origin, CSRF) is :mod:`chongming.web.guards`; this
+module holds what each route shows.
 
 Routes (``GET`` unless marked):
 
@@ -26,15 +28,13 @@ Routes (``GET`` unless marked):
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import quote
 
 from chongming.control.waiting import WaitingReason
-from chongming.errors import ChongmingError, TaskNotFound
 from chongming.state.records import TaskSnapshot
 from chongming.state.serialize import snapshot_to_json, transition_to_json
 from chongming.stores.base import TaskStore
@@ -42,14 +42,10 @@ from chongming.web import board, charts_page, pages, pages_ops, pipelines_page
 from chongming.web.activity import read_activity
 from chongming.web.assets import CSS, JS
 from chongming.web.extras import need
+from chongming.web.guards import RequestGuard
 from chongming.web.metrics import CONTENT_TYPE, ChongmingMetrics
-from chongming.web.security import (
-    COOKIE,
-    SECURITY_HEADERS,
-    Guard,
-    host_allowed,
-    origin_matches,
-)
+from chongming.web.responses import asset, header, html, secure
+from chongming.web.security import Guard, host_allowed
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -60,11 +56,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Dashboard", "create_app"]
 
-_log = logging.getLogger("chongming.web")
-_MAX_FORM = 16 * 1024
 #: How long the per-status counts of the list are reused (seconds).
 COUNTS_TTL = 2.0
-Handler = Callable[["Request"], Awaitable["Response"]]
 
 
 class Dashboard:
@@ -90,10 +83,10 @@ class Dashboard:
         self.read_only = read_only
         self._owns = owns_controller
         self._guard = guard
-        self._store_label = store_label
+        self._requests = RequestGuard(guard, read_only=read_only, store_label=store_label)
         self._actor = actor
         self._counted: tuple[float, dict[str, int]] | None = None
-        read, write = self._read, self._write
+        read, write = self._requests.read, self._requests.write
         routes = [
             Route("/", read(self._list)),
             Route("/fragments/tasks", read(self._list_fragment)),
@@ -110,7 +103,7 @@ class Dashboard:
             Route("/reconcile", write(self._reconcile_apply), methods=["POST"]),
             Route("/control", write(self._control), methods=["POST"]),
             Route("/metrics", read(self._metrics)),
-            Route("/login", self._login, methods=["GET", "POST"]),
+            Route("/login", self._requests.login, methods=["GET", "POST"]),
             Route("/static/dashboard.css", self._css),
             Route("/static/dashboard.js", self._js),
         ]
@@ -118,7 +111,7 @@ class Dashboard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not host_allowed(
-            _header(scope, b"host"), self._guard.allowed_hosts
+            header(scope, b"host"), self._guard.allowed_hosts
         ):
             # A foreign Host: a page of another site whose name was made to
             # resolve here (DNS rebinding). Nothing is read, nothing is done.
@@ -129,7 +122,7 @@ class Dashboard:
                 "--allowed-host (create_app(allowed_hosts=...))",
                 status_code=421,
             )
-            await _secure(refused)(scope, receive, send)
+            await secure(refused)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -147,89 +140,6 @@ class Dashboard:
             await self.aclose()
 
         return lifespan(app)
-
-    # -- guards ------------------------------------------------------------------------
-
-    def _chrome(self, request: Request) -> pages.Chrome:
-        return pages.Chrome(
-            base=str(request.scope.get("root_path", "")).rstrip("/"),
-            store=self._store_label,
-            csrf=self._guard.csrf,
-            read_only=self.read_only,
-            token_required=self._guard.token_required,
-        )
-
-    def _authorized(self, request: Request) -> bool:
-        return self._guard.authorized(
-            request.cookies.get(COOKIE), request.headers.get("authorization")
-        )
-
-    def _read(self, handler: Handler) -> Handler:
-        async def guarded(request: Request) -> Response:
-            if not self._authorized(request):
-                return self._unauthorized(request)
-            return await self._safely(handler, request)
-
-        return guarded
-
-    def _write(self, handler: Handler) -> Handler:
-        async def guarded(request: Request) -> Response:
-            if not self._authorized(request):
-                return self._refuse(request, 403, "this dashboard needs its token")
-            if self.read_only:
-                return self._refuse(request, 403, "this dashboard is read-only")
-            if not self._same_origin(request, scripts=True):
-                return self._refuse(request, 403, _CROSS_SITE)
-            form = await _form(request)
-            if form is None:
-                return self._refuse(request, 413, "the form is too large")
-            if not self._guard.csrf_ok(form.get("csrf")):
-                return self._refuse(request, 403, "missing or wrong CSRF token; reload the page")
-            request.state.form = form
-            return await self._safely(handler, request)
-
-        return guarded
-
-    def _same_origin(self, request: Request, *, scripts: bool) -> bool:
-        """A POST from the dashboard's own pages (see chongming.web.security).
-
-        ``scripts``: a request with neither ``Origin`` nor ``Referer`` passes
-        when it authenticates with ``Authorization: Bearer`` (not a browser).
-        """
-        headers = request.headers
-        origin, referer = headers.get("origin"), headers.get("referer")
-        if origin is None and referer is None:
-            bearer = headers.get("authorization", "").lower().startswith("bearer ")
-            return scripts and bearer and self._guard.token_required and self._authorized(request)
-        return origin_matches(headers.get("host"), origin, referer)
-
-    async def _safely(self, handler: Handler, request: Request) -> Response:
-        try:
-            return await handler(request)
-        except board.BadInput as error:
-            return self._refuse(request, 400, str(error))
-        except TaskNotFound as error:
-            return self._refuse(request, 404, str(error))
-        except ChongmingError as error:  # the store's errors are redacted already
-            _log.warning("dashboard request failed: %s", error)
-            return self._refuse(request, 503, f"{type(error).__name__}: {error}")
-
-    def _unauthorized(self, request: Request) -> Response:
-        from starlette.responses import RedirectResponse
-
-        base = self._chrome(request).base
-        page = not request.url.path.startswith((f"{base}/fragments/", f"{base}/api/"))
-        if page and request.method == "GET" and "text/html" in request.headers.get("accept", ""):
-            return _secure(RedirectResponse(f"{base}/login", status_code=303))
-        return self._refuse(request, 401, "this dashboard needs its token")
-
-    def _refuse(self, request: Request, status: int, message: str) -> Response:
-        from starlette.responses import HTMLResponse, JSONResponse
-
-        if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
-            return _secure(JSONResponse({"error": message}, status_code=status))
-        page = pages.message_page(self._chrome(request), f"{status}", message)
-        return _secure(HTMLResponse(page, status_code=status))
 
     # -- pages ---------------------------------------------------------------------------
 
@@ -254,21 +164,21 @@ class Dashboard:
 
     async def _list(self, request: Request) -> Response:
         page = await self._page(request)
-        return _html(pages.list_page(self._chrome(request), page))
+        return html(pages.list_page(self._requests.chrome(request), page))
 
     async def _list_fragment(self, request: Request) -> Response:
         page = await self._page(request)
-        return _html(pages.list_body(self._chrome(request), page))
+        return html(pages.list_body(self._requests.chrome(request), page))
 
     async def _task(self, request: Request) -> Response:
         view = await board.task_view(self.controller, request.path_params["task_id"])
         sent = request.query_params.get("sent")
         notice = _notice(sent, request.query_params.get("issued"), view)
-        return _html(pages.task_page(self._chrome(request), view, notice))
+        return html(pages.task_page(self._requests.chrome(request), view, notice))
 
     async def _task_fragment(self, request: Request) -> Response:
         view = await board.task_view(self.controller, request.path_params["task_id"])
-        return _html(pages.task_body(view))
+        return html(pages.task_body(view))
 
     async def _api_list(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
@@ -279,7 +189,7 @@ class Dashboard:
             "has_next": page.has_next,
             "counts": dict(page.counts),
         }
-        return _secure(JSONResponse(data))
+        return secure(JSONResponse(data))
 
     async def _api_task(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
@@ -291,40 +201,40 @@ class Dashboard:
             "parent": view.parent,
             "children": [child.task_id for child in view.children],
         }
-        return _secure(JSONResponse(data))
+        return secure(JSONResponse(data))
 
     async def _pipeline(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        chrome = self._chrome(request)
-        return _html(await pipelines_page.pipeline_markup(self.controller.store, chrome, run_id))
+        chrome = self._requests.chrome(request)
+        return html(await pipelines_page.pipeline_markup(self.controller.store, chrome, run_id))
 
     async def _api_pipeline(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
         run_id = request.path_params["run_id"]
         data = await pipelines_page.pipeline_data(self.controller.store, run_id)
-        return _secure(JSONResponse(data))
+        return secure(JSONResponse(data))
 
     async def _charts(self, request: Request) -> Response:
         view = await read_activity(self.controller.store, await self._counts())
-        return _html(charts_page.charts_page(self._chrome(request), view))
+        return html(charts_page.charts_page(self._requests.chrome(request), view))
 
     async def _charts_fragment(self, request: Request) -> Response:
         view = await read_activity(self.controller.store, await self._counts())
-        return _html(charts_page.charts_body(view))
+        return html(charts_page.charts_body(view))
 
     async def _nodes(self, request: Request) -> Response:
         view = await board.nodes_view(self.controller)
-        return _html(pages_ops.nodes_page(self._chrome(request), view))
+        return html(pages_ops.nodes_page(self._requests.chrome(request), view))
 
     async def _reconcile_dry(self, request: Request) -> Response:
         report = await board.reconcile(self.controller, apply=False, reason=None)
-        return _html(pages_ops.reconcile_page(self._chrome(request), report))
+        return html(pages_ops.reconcile_page(self._requests.chrome(request), report))
 
     async def _reconcile_apply(self, request: Request) -> Response:
         form: Mapping[str, str] = request.state.form
         report = await board.reconcile(self.controller, apply=True, reason=form.get("reason"))
-        return _html(pages_ops.reconcile_page(self._chrome(request), report))
+        return html(pages_ops.reconcile_page(self._requests.chrome(request), report))
 
     async def _control(self, request: Request) -> Response:
         from starlette.responses import RedirectResponse
@@ -337,10 +247,10 @@ class Dashboard:
             form.get("reason"),
             actor=self._actor,
         )
-        base = self._chrome(request).base
+        base = self._requests.chrome(request).base
         issued = "1" if result.issued else "0"
         target = f"{base}/tasks/{quote(result.task_id, safe='')}?sent={result.kind}&issued={issued}"
-        return _secure(RedirectResponse(target, status_code=303))
+        return secure(RedirectResponse(target, status_code=303))
 
     async def _metrics(self, request: Request) -> Response:
         from starlette.responses import Response
@@ -348,52 +258,17 @@ class Dashboard:
         store = self.controller.store
         if store is not None:
             await self.metrics.refresh_store(store)
-        return _secure(Response(self.metrics.exposition(), media_type=CONTENT_TYPE))
-
-    async def _login(self, request: Request) -> Response:
-        from starlette.responses import HTMLResponse, RedirectResponse
-
-        chrome = self._chrome(request)
-        if not self._guard.token_required:
-            return _secure(RedirectResponse(f"{chrome.base}/", status_code=303))
-        if request.method == "GET":
-            return _html(pages.login_page(chrome))
-        if not self._same_origin(request, scripts=False):
-            return self._refuse(request, 403, _CROSS_SITE)
-        form = await _form(request)
-        offered = None if form is None else form.get("token")
-        if offered is None or not self._guard.token_matches(offered):
-            return _secure(HTMLResponse(pages.login_page(chrome, failed=True), status_code=403))
-        response = RedirectResponse(f"{chrome.base}/", status_code=303)
-        response.set_cookie(
-            COOKIE,
-            self._guard.session_cookie(),
-            httponly=True,
-            samesite="strict",
-            path=f"{chrome.base}/",
-            secure=request.url.scheme == "https",
-        )
-        return _secure(response)
+        return secure(Response(self.metrics.exposition(), media_type=CONTENT_TYPE))
 
     async def _css(self, request: Request) -> Response:
         from starlette.responses import Response
 
-        return _asset(Response(CSS, media_type="text/css"))
+        return asset(Response(CSS, media_type="text/css"))
 
     async def _js(self, request: Request) -> Response:
         from starlette.responses import Response
 
-        return _asset(Response(JS, media_type="text/javascript"))
-
-
-_CROSS_SITE = "refused: this request did not come from the dashboard's own pages (Origin)"
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return bytes(value).decode("latin-1")
-    return None
+        return asset(Response(JS, media_type="text/javascript"))
 
 
 def _with_waiting(snapshot: TaskSnapshot, waiting: WaitingReason | None) -> dict[str, Any]:
@@ -410,38 +285,6 @@ def _notice(sent: str | None, issued: str | None, view: board.TaskView) -> str |
         return f"{view.snapshot.task_id} had already ended; nothing was sent"
     owner = view.snapshot.owner or "any node"
     return f"{sent} requested (addressed to {owner})"
-
-
-async def _form(request: Request) -> dict[str, str] | None:
-    """An url-encoded form (what the pages post), at most 16 KiB; ``None`` when larger."""
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > _MAX_FORM:
-            return None
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return {}
-    return dict(parse_qsl(text, keep_blank_values=True))
-
-
-def _secure(response: Response) -> Response:
-    for name, value in SECURITY_HEADERS.items():
-        response.headers.setdefault(name, value)
-    return response
-
-
-def _html(markup: str) -> Response:
-    from starlette.responses import HTMLResponse
-
-    return _secure(HTMLResponse(markup))
-
-
-def _asset(response: Response) -> Response:
-    response.headers["cache-control"] = "public, max-age=300"
-    response.headers["x-content-type-options"] = "nosniff"
-    return response
 
 
 def describe_store(target: object) -> str:
