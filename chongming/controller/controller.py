@@ -18,8 +18,6 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from chongming.clock import SYSTEM_CLOCK, Clock
 from chongming.control.parking import PARK_AFTER, check_park_threshold
 from chongming.controller.enqueue import (
@@ -481,6 +479,8 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
         cancelled = False
         # anyio re-delivers a scope's cancellation at every await: shield from it
         # while the outcome settles (the store bounds how long that takes).
+        import anyio  # imported on use: a controller's import stays cheap
+
         with anyio.CancelScope(shield=True):
             while not creation.done():
                 try:

@@ -9,8 +9,6 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-import anyio
-
 from chongming.errors import ConfigurationError
 
 __all__ = [
@@ -108,6 +106,8 @@ async def await_to_the_end(task: asyncio.Task[None]) -> None:
     cancelled = False
     # anyio re-delivers a scope's cancellation at every await; its shield stops
     # that, and the loop absorbs a plain asyncio cancel (edge-triggered).
+    import anyio  # imported on use: a controller's import stays cheap
+
     with anyio.CancelScope(shield=True):
         while True:
             try:

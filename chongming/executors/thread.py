@@ -14,15 +14,15 @@ import asyncio
 import functools
 import weakref
 from collections.abc import Callable
-from typing import Any
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING, Any
 
 from chongming.errors import ConfigurationError, ExecutorClosed, NeverStarted
 from chongming.executors.base import Executor, StopSemantics, call_guarded
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind
+
+if TYPE_CHECKING:
+    import anyio
 
 __all__ = ["ThreadExecutor"]
 
@@ -83,6 +83,10 @@ class ThreadExecutor(Executor):
             raise ExecutorClosed("the thread executor is closed")
         loop = asyncio.get_running_loop()
         limiter = self._limiters.get(loop)
+        # Imported on use: a controller that runs only coroutines never loads anyio
+        # (`from chongming import Controller` stays cheap); then a dictionary lookup.
+        import anyio.to_thread
+
         if limiter is None:
             limiter = self._limiters[loop] = anyio.CapacityLimiter(self.max_workers)
         self._in_flight += 1

@@ -37,6 +37,7 @@ def test_a_controller_without_a_store_runs_tasks_without_loading_the_plane() -> 
         f"""
         import asyncio, json, sys, typing
         from chongming import Controller, Pipeline
+        anyio_at_import = "anyio" in sys.modules  # loaded by the first thread call
 
         async def double(ctx: object, x: int) -> int:
             return 2 * x
@@ -63,7 +64,10 @@ def test_a_controller_without_a_store_runs_tasks_without_loading_the_plane() -> 
             for name in ("submit", "enqueue", "enqueue_pipeline", "submit_pipeline",
                          "reconcile", "nodes", "facts", "bucket_report", "schedules")
         }}
-        print(json.dumps({{"results": results, "loaded": loaded, "hints": sorted(hints)}}))
+        print(json.dumps({{
+            "results": results, "loaded": loaded, "hints": sorted(hints),
+            "anyio_at_import": anyio_at_import,
+        }}))
         """
     )
     assert result.returncode == 0, result.stderr
@@ -71,6 +75,7 @@ def test_a_controller_without_a_store_runs_tasks_without_loading_the_plane() -> 
     assert found["results"] == [4, 6, "succeeded"]
     assert found["loaded"] == []
     assert len(found["hints"]) == 9
+    assert found["anyio_at_import"] is False
 
 
 def test_a_controller_on_a_store_loads_the_plane() -> None:
