@@ -17,7 +17,7 @@ import chongming
 
 ROOT = Path(chongming.__file__).parent
 
-_BASE = frozenset({"errors", "clock", "logs", "exports"})
+_BASE = frozenset({"errors", "clock", "logs", "exports", "background"})
 _CORE = _BASE | {"state", "policies", "task_api"}
 
 #: What each top-level part of ``chongming/`` may import of chongming (its own
@@ -28,6 +28,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "clock": frozenset(),
     # lazy package exports: what a package's __init__ names, imported on first use
     "exports": frozenset(),
+    # a component's background loop: started once, cancelled and awaited on close
+    "background": frozenset(),
     # redaction and log formats: usable by every layer above the state model
     "logs": frozenset({"errors"}),
     # the state model: pure data and decisions

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
 from typing import Any
 
+from chongming.background import BackgroundTask, cancel_and_join
 from chongming.errors import StoreClosed, StoreError
 from chongming.state.records import TaskSnapshot
 from chongming.stores.base import TaskStore
@@ -72,7 +73,7 @@ class ClaimLoop:
         self._poll = poll_interval
         self._batch = batch
         self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask("chongming:claims")
         #: Claims in flight (each adopts what it took before it ends) -> the room it asked for.
         self._inflight: dict[asyncio.Future[int], int] = {}
         self._hint: asyncio.Task[None] | None = None
@@ -80,9 +81,7 @@ class ClaimLoop:
 
     def start(self) -> None:
         self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(
-            self._claim_forever(), name="chongming:claims"
-        )
+        self._loop.start(self._claim_forever)
 
     def wake(self) -> None:
         """Look again now: a slot freed, or a task was enqueued here."""
@@ -91,21 +90,13 @@ class ClaimLoop:
 
     async def aclose(self) -> None:
         """Stop claiming; claims in flight are awaited to their end (what they took is adopted)."""
-        task, self._task = self._task, None
-        if task is None:
+        if not self._loop.running:
             return
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        await self._loop.stop()
         hint, self._hint = self._hint, None
         if hint is not None:
-            hint.cancel()
-            try:
-                await hint
-            except BaseException:
-                pass  # cancelled, or the store's failure: nobody waits for it any more
+            # Cancelled, or the store's failure: nobody waits for it any more.
+            await cancel_and_join(hint)
         inflight, self._inflight = self._inflight, {}
         for claim in inflight:
             try:

@@ -24,6 +24,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
 
+from chongming.background import BackgroundTask
 from chongming.errors import StoreClosed, StoreError
 from chongming.stores.base import TaskStore
 
@@ -59,7 +60,7 @@ class ClusterSlots:
         #: The fleet's capacity of each limit as the store holds it (read at start).
         self.capacities: dict[str, int] = {}
         self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._balancer = BackgroundTask("chongming:cluster-slots")
 
     @property
     def held(self) -> Mapping[str, int]:
@@ -80,9 +81,7 @@ class ClusterSlots:
                     capacity,
                 )
         self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(
-            self._balance_forever(), name="chongming:cluster-slots"
-        )
+        self._balancer.start(self._balance_forever)
 
     def touch(self, tags: Collection[str]) -> None:
         """A task with these tags was queued here, or left a slot: balance again."""
@@ -95,12 +94,9 @@ class ClusterSlots:
 
     async def aclose(self) -> None:
         """Stop balancing and give back every slot no task here still runs."""
-        task, self._task = self._task, None
-        if task is None:
+        if not self._balancer.running:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await self._balancer.stop()
         for tag, held in self._held.items():
             if held == 0:
                 continue

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from chongming.background import BackgroundTask
 from chongming.errors import StoreClosed, StoreError
 from chongming.run.host import OwnedTasks
 from chongming.stores.base import TaskStore
@@ -49,29 +50,20 @@ class CommandPoller:
         self._poll_interval = poll_interval
         self._lease_seconds = lease_seconds
         self._batch = batch
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask("chongming:commands")
         self._appliers = OwnedTasks()
         self.applied = 0
         self.released = 0
 
     @property
     def running(self) -> bool:
-        return self._task is not None
+        return self._loop.running
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._poll_forever(), name="chongming:commands"
-            )
+        self._loop.start(self._poll_forever)
 
     async def aclose(self, timeout: float) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await self._loop.stop()
         await self._appliers.cancel_and_wait(timeout)
 
     async def poll_once(self) -> int:

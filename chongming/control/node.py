@@ -24,6 +24,7 @@ import os
 import socket
 from collections.abc import Callable
 
+from chongming.background import BackgroundTask
 from chongming.control.takeover import held_here, holder_is_gone, let_go_here
 from chongming.errors import NodeConflict, StoreClosed, StoreError
 from chongming.stores.base import TaskStore
@@ -60,7 +61,7 @@ class NodeLease:
         self._ttl = ttl
         #: A worker's names and versions (``name`` / ``name@N``), read when it registers.
         self.serves: Callable[[], frozenset[str]] | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._lease = BackgroundTask("chongming:node-lease")
         self._changed: asyncio.Event | None = None
         self.renewals = 0
         self.replaced = False
@@ -70,11 +71,11 @@ class NodeLease:
 
     @property
     def registered(self) -> bool:
-        return self._task is not None
+        return self._lease.running
 
     async def register(self) -> None:
         """Register (raises :class:`NodeConflict` if a live node holds the name), then renew."""
-        if self._task is not None:
+        if self._lease.running:
             return
         if self.serves is not None:
             self.info = dataclasses.replace(self.info, serves=self.serves())
@@ -84,9 +85,7 @@ class NodeLease:
             await self._take_over()
         held_here(self.info.incarnation)
         self._changed = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(
-            self._renew_forever(), name="chongming:node-lease"
-        )
+        self._lease.start(self._renew_forever)
 
     async def _take_over(self) -> None:
         """The name's live lease: take it over if its process is gone on this host, else raise.
@@ -173,14 +172,9 @@ class NodeLease:
 
     async def aclose(self) -> None:
         """Stop renewing and let the lease expire now (a clean exit is judged at once)."""
-        task, self._task = self._task, None
-        if task is None:
+        if not self._lease.running:
             return
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        await self._lease.stop()
         let_go_here(self.info.incarnation)
         if not self.replaced:
             try:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from chongming.background import BackgroundTask
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.commands import Apply, CommandPoller
 from chongming.control.failures import PersistFailures
@@ -98,7 +99,7 @@ class ControlPlane:
         #: Called with each task a reconcile ended (``lost``, or ``failed`` past its
         #: resumes) and its status, once written: its unfinished children are stopped.
         self.on_ended: Callable[[str, TaskStatus], Awaitable[None]] | None = None
-        self._reconciler: asyncio.Task[None] | None = None
+        self._reconciler = BackgroundTask("chongming:reconcile")
         self._becoming: asyncio.Lock | None = None
 
     async def start(self) -> None:
@@ -107,9 +108,8 @@ class ControlPlane:
         self.writer.start()
         self._becoming = asyncio.Lock()
         if self.reconcile_interval is not None:
-            self._reconciler = asyncio.get_running_loop().create_task(
-                self._reconcile_forever(self.reconcile_interval), name="chongming:reconcile"
-            )
+            interval = self.reconcile_interval
+            self._reconciler.start(lambda: self._reconcile_forever(interval))
 
     async def become_node(self) -> None:
         """Register this node and claim its commands (first submit; idempotent, cheap after)."""
@@ -384,13 +384,7 @@ class ControlPlane:
 
     async def aclose(self, timeout: float) -> None:
         """Stop claiming and reconciling, write what is pending, release the lease."""
-        reconciler, self._reconciler = self._reconciler, None
-        if reconciler is not None:
-            reconciler.cancel()
-            try:
-                await reconciler
-            except asyncio.CancelledError:
-                pass
+        await self._reconciler.stop()
         await self.commands.aclose(timeout)
         await self.progress.aclose()
         await self.writer.aclose(timeout)

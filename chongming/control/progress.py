@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from chongming.background import BackgroundTask
 from chongming.clock import to_datetime
 from chongming.errors import StoreClosed, StoreError
 from chongming.stores.base import TaskStore
@@ -39,23 +40,14 @@ class ProgressWriter:
         self._interval = interval
         self._written: dict[str, tuple[Any, float | None]] = {}
         self._heartbeat_every = interval * 10
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask("chongming:progress")
         self.touches = 0
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._touch_forever(), name="chongming:progress"
-            )
+        self._loop.start(self._touch_forever)
 
     async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await self._loop.stop()
 
     async def touch_once(self) -> int:
         """Write what moved since the last round; how many tasks were touched."""

@@ -27,6 +27,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
+from chongming.background import BackgroundTask
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.errors import InvalidRetention, StoreClosed, StoreError
 from chongming.stores.base import TaskStore
@@ -108,7 +109,7 @@ class BackgroundPruner:
         self._store = store
         self._retention = retention
         self._clock = clock or SYSTEM_CLOCK
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask("chongming:pruner")
         self._rounds = 0
         self._deleted = 0
         self._failures = 0
@@ -129,10 +130,7 @@ class BackgroundPruner:
 
     def start(self) -> None:
         """Start the loop (the first round at once). Idempotent."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="chongming:pruner"
-            )
+        self._loop.start(self._run)
 
     async def wait_round(self) -> None:
         """Return after the next round ends (done or failed): for tests and the CLI."""
@@ -171,13 +169,7 @@ class BackgroundPruner:
 
     async def aclose(self) -> None:
         """Cancel the loop and wait for it (a batch in flight ends with an unknown outcome)."""
-        task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        await asyncio.wait([task])  # a cancellation of aclose itself still propagates
-        if not task.cancelled() and task.exception() is not None:
-            _log.error("retention: the pruner had stopped: %r", task.exception())
+        await self._loop.stop()  # a pruner that had died of an error is logged there
 
 
 def check_retention(retention: object, *, work: bool) -> None:

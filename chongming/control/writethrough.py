@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from chongming.background import BackgroundTask
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
 from chongming.control.failures import PersistFailures
 from chongming.errors import DuplicateTaskId, StoreClosed, StoreError
@@ -99,7 +100,7 @@ class WriteThrough:
         self._dirty: deque[_Entry] = deque()
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._flusher = BackgroundTask("chongming:write-through")
         self._failed_writes = 0
         self._last_error: str | None = None
         self._failing_since: float | None = None
@@ -114,13 +115,11 @@ class WriteThrough:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._task = asyncio.get_running_loop().create_task(
-            self._flush_forever(), name="chongming:write-through"
-        )
+        self._flusher.start(self._flush_forever)
 
     async def aclose(self, timeout: float) -> None:
         """Write what is pending (for at most ``timeout`` seconds), then stop."""
-        if self._task is None:
+        if not self._flusher.running:
             return
         idle = self._idle
         if idle is not None and self._dead is None and (self._dirty or not idle.is_set()):
@@ -131,12 +130,7 @@ class WriteThrough:
                         await asyncio.sleep(0)
             except TimeoutError:
                 pass
-        task, self._task = self._task, None
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        await self._flusher.stop()
         pending = self.failures()
         if pending.pending_transitions:
             _log.error(

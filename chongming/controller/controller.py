@@ -211,10 +211,12 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
         self._served: ServedVersions | None = None
         self._cluster: ClusterSlots | None = None
         if plane is not None:
-            from chongming.controller.cluster import cluster_slots_for
             from chongming.controller.served import ServedVersions
 
             self._served = ServedVersions(plane.store, self.poll_interval)
+        if self.cluster_limits:  # checked here: they need a store that has them
+            from chongming.controller.cluster import cluster_slots_for
+
             self._cluster = cluster_slots_for(
                 self.cluster_limits, plane=plane, host=self._host, poll_interval=self.poll_interval
             )

@@ -39,6 +39,7 @@ import re
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from chongming.background import BackgroundTask
 from chongming.errors import (
     ConfigurationError,
     ControllerClosed,
@@ -194,7 +195,7 @@ class OutboxRelay:
         self._concurrency = concurrency
         self._poll = poll_interval
         self._prefix = key_prefix
-        self._task: asyncio.Task[None] | None = None
+        self._relay = BackgroundTask("chongming:outbox-relay")
         self._stopping = asyncio.Event()
         self.published = 0
         self.replayed = 0
@@ -280,12 +281,10 @@ class OutboxRelay:
 
     def start(self) -> None:
         """Relay in the background until :meth:`aclose` (a second call does nothing)."""
-        if self._task is not None:
+        if self._relay.running:
             return
         self._stopping.clear()
-        self._task = asyncio.get_running_loop().create_task(
-            self._relay_forever(), name="chongming:outbox-relay"
-        )
+        self._relay.start(self._relay_forever)
 
     async def aclose(self, grace: float = 10.0) -> None:
         """Stop between batches; a batch still running after ``grace`` s is cancelled.
@@ -293,16 +292,14 @@ class OutboxRelay:
         A cancelled batch rolls back: its rows stay unpublished, and the next
         relay enqueues them again and gets the same tasks.
         """
-        task, self._task = self._task, None
+        task = self._relay.task
         if task is None:
             return
         self._stopping.set()
         try:
             await asyncio.wait({task}, timeout=grace)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await self._relay.stop()
 
     async def __aenter__(self) -> OutboxRelay:
         self.start()

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from chongming.background import BackgroundTask
 from chongming.errors import ChongmingError
 from chongming.schedules.cadence import Cadence
 from chongming.schedules.catch_up import MAX_COUNTED, plan_fires
@@ -118,17 +119,14 @@ class ScheduleLoop:
         self._refresh = refresh
         self._changed = asyncio.Event()
         self._put: set[str] = set()  # the drafts already stored, by their repr
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundTask("chongming:schedules")
         self._passes = self._won = self._lost = self._enqueued = self._errors = 0
         #: The error of the last failed pass: the same one again is logged at debug
         #: (a role that may not write schedules fails every pass the same way).
         self._failing: str | None = None
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="chongming:schedules"
-            )
+        self._loop.start(self._run)
 
     def wake(self) -> None:
         """Something changed (a schedule put or resumed here, a registration): look now."""
@@ -144,10 +142,7 @@ class ScheduleLoop:
         )
 
     async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
+        await self._loop.stop()
 
     async def _run(self) -> None:
         while True:

@@ -350,7 +350,7 @@ async def test_a_relay_whose_controller_closed_stops(setup: tuple[Controller, An
     await client.close(close_store=False)
     relay = OutboxRelay(client, pool, table=table, poll_interval=0.01)
     relay.start()
-    task = relay._task
+    task = relay._relay.task
     assert task is not None
     await asyncio.wait_for(asyncio.shield(task), 10)  # it ended by itself, not looping on errors
     await relay.aclose()
