@@ -34,7 +34,8 @@ async def test_start_is_idempotent_and_stop_ends_the_loop() -> None:
     assert loop.start(loop_body) is True
     assert loop.start(loop_body) is False
     await asyncio.sleep(0)
-    assert loop.running and started == 1
+    assert loop.running
+    assert started == 1
     assert await loop.stop() is None
     assert ended.is_set()
     assert not loop.running
