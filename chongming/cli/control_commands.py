@@ -97,9 +97,11 @@ def reconcile(
     options = _options(ctx, json_flag)
 
     async def action(controller: Controller) -> None:
-        from chongming.cli import views
+        from chongming.cli import plane_views
 
         report = await controller.reconcile(dry_run=dry_run, reason=reason)
-        _emit(options, views.reconcile_json(report), lambda: views.reconcile_text(report))
+        _emit(
+            options, plane_views.reconcile_json(report), lambda: plane_views.reconcile_text(report)
+        )
 
     _run(options, action)

@@ -209,14 +209,14 @@ def buckets(ctx: typer.Context, json_flag: JsonFlag = False) -> None:
     options = _options(ctx, json_flag)
 
     async def action(controller: Controller) -> None:
-        from chongming.cli import views
+        from chongming.cli import plane_views
 
         report = await controller.bucket_report()
         owned = options.owned_buckets
         _emit(
             options,
-            views.buckets_json(report, owned),
-            lambda: views.buckets_text(report, owned),
+            plane_views.buckets_json(report, owned),
+            lambda: plane_views.buckets_text(report, owned),
         )
 
     _run(options, action)
@@ -228,10 +228,10 @@ def nodes(ctx: typer.Context, json_flag: JsonFlag = False) -> None:
     options = _options(ctx, json_flag)
 
     async def action(controller: Controller) -> None:
-        from chongming.cli import views
+        from chongming.cli import plane_views
 
         records = await controller.nodes()
-        _emit(options, views.nodes_json(records), lambda: views.nodes_text(records))
+        _emit(options, plane_views.nodes_json(records), lambda: plane_views.nodes_text(records))
 
     _run(options, action)
 
@@ -253,11 +253,13 @@ def commands(
         _fail(ValueError(f"--limit must be at least 1, got {limit}"), options.debug)
 
     async def action(controller: Controller) -> None:
-        from chongming.cli import views
+        from chongming.cli import plane_views
 
         store = controller.store
         assert store is not None
         records = await store.command_records(task_id=task_id, limit=limit)
-        _emit(options, views.commands_json(records), lambda: views.commands_text(records))
+        _emit(
+            options, plane_views.commands_json(records), lambda: plane_views.commands_text(records)
+        )
 
     _run(options, action)

@@ -140,9 +140,13 @@ def tasks(ctx: typer.Context, tasks_module: TasksModule, json_flag: JsonFlag = F
         specs = asyncio.run(registered())
     except (CliError, ChongmingError) as error:
         _fail(error, options.debug)
-    from chongming.cli import views
+    from chongming.cli import registry_views
 
-    _emit(options, views.tasks_json(module.__name__, specs), lambda: views.tasks_text(specs))
+    _emit(
+        options,
+        registry_views.tasks_json(module.__name__, specs),
+        lambda: registry_views.tasks_text(specs),
+    )
 
 
 @app.command()
