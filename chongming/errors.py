@@ -16,6 +16,7 @@ keeps working for callers who do not know chongming::
     │   ├── InvalidRetention               a retention or prune setting (names the field)
     │   │   ├── RetentionTooShort          a period under the idempotency window
     │   │   └── TaskNotPrunable            a task asked for by id that must stay
+    │   ├── ChildCycle                     a child named its own ancestor (same name and key)
     │   └── ScheduleInvalid                a schedule that cannot fire as given (the field named)
     ├── PayloadError (ValueError)          arguments, ids or labels that cannot be stored
     ├── DuplicateTask                      a task id already in use
@@ -30,11 +31,13 @@ keeps working for callers who do not know chongming::
     ├── NondeterminismError                a durable replay called its steps in another order
     ├── StepFailed                         a memoised step raised (first run and replay alike)
     ├── FactTimeout (TimeoutError)         wait_for_fact decided: no fact in time (and replays so)
+    ├── TaskFailed                         a task awaited for its result ended without succeeding
+    │   └── ChildFailed                    a child (ctx.child, ctx.gather) did not succeed
     └── StoreError                         the persistence layer, translated at its boundary
         ├── StoreClosed                    use of a store after close()
         ├── VersionConflict                a compare-and-set on status_version lost
         ├── TaskNotFound (LookupError)     no such task in the store
-        ├── DuplicateTaskId                create() of an id the store already holds
+        ├── DuplicateTaskId (DuplicateTask)  create() of an id the store already holds
         ├── StoreUnavailable               the server or file cannot be reached
         ├── StoreBusy                      SQLite stayed locked past its busy timeout
         ├── StoreFull                      the disk or the database size limit is full
@@ -62,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdmissionStateError",
+    "BucketNotOwned",
     "CheckpointMisuse",
     "ChildCycle",
     "ChildFailed",
@@ -95,6 +99,7 @@ __all__ = [
     "StoreFull",
     "StoreUnavailable",
     "TaskCancelled",
+    "TaskFailed",
     "TaskNotFound",
     "TaskNotPrunable",
     "UnknownClusterLimit",
