@@ -54,6 +54,7 @@ class ControllerHost:
         "_tasks",
         "_threads",
         "closing",
+        "gated",
         "keep_finished",
         "on_demand",
         "on_finished",
@@ -93,6 +94,8 @@ class ControllerHost:
         )
         self.keep_finished = keep_finished
         self._plane: ControlPlane | None = None
+        #: A run asks launch_gate before each attempt only with a store.
+        self.gated = False
         #: Called when a run ends (a worker claims again: a slot is free).
         self.on_finished: Callable[[], None] | None = None
         #: Why a claimed run's retry goes back to the queue (a rate-limited worker's), or None.
@@ -112,6 +115,7 @@ class ControllerHost:
     def attach(self, plane: ControlPlane) -> None:
         """Write every transition through ``plane`` from now on."""
         self._plane = plane
+        self.gated = True
         plane.on_ended = self.stop_children_of
         self._compose_sink()
 
@@ -133,7 +137,13 @@ class ControllerHost:
 
     def admit(self, run: TaskRun) -> None:
         """Take a new run and submit it (no store: nothing can refuse it after this)."""
-        self.register(run)
+        task_id = run.task_id  # register(), inline: the hot path of every submit
+        if task_id in self._runs:
+            raise DuplicateTask(task_id)
+        self._runs[task_id] = run
+        self.per_status[run.status] += 1
+        if self._observer is not None:
+            self._observer.registered(run)
         run.submit()
 
     def register(self, run: TaskRun) -> None:

@@ -16,6 +16,7 @@ from chongming.clock import Clock
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
+from chongming.run.plan import AttemptPlan
 from chongming.run.task_run import TaskRun
 from chongming.state.records import JsonValue, TaskSnapshot
 from chongming.task_api.spec import TaskSpec
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from chongming.controller.host import ControllerHost
 
 __all__ = ["RunFactory"]
+
+#: Specs whose plans a factory keeps (a registry rarely holds more).
+_MAX_PLANS = 512
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -36,6 +40,11 @@ class RunFactory:
     artifact_root: Path | None
     host: ControllerHost
     max_payload_bytes: int | None
+    #: The attempt plan of each spec's runs with no timeout of their own, by spec
+    #: identity: resolved by the first such run, passed to every later one.
+    _plans: dict[int, tuple[TaskSpec, str, AttemptPlan]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def new(
         self,
@@ -55,7 +64,12 @@ class RunFactory:
         upstream: Mapping[str, JsonValue] | None = None,
     ) -> TaskRun:
         """A run of ``spec`` on this controller's host (every check of ``TaskRun`` applies)."""
-        return TaskRun(
+        plan = None
+        if timeout is None:
+            known = self._plans.get(id(spec))
+            if known is not None and known[0] is spec and known[1] == name:
+                plan = known[2]
+        run = TaskRun(
             spec,
             args,
             kwargs,
@@ -76,7 +90,13 @@ class RunFactory:
             host=self.host,
             max_payload_bytes=self.max_payload_bytes,
             upstream=upstream,
+            plan=plan,
         )
+        if plan is None and timeout is None:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[id(spec)] = (spec, name, run.plan)
+        return run
 
     def claimed(
         self,

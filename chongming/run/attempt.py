@@ -20,6 +20,8 @@ from chongming.task_api.signals import CarrierKind, loop_clock
 
 __all__ = ["Attempt"]
 
+#: tuple.__new__ itself: a named tuple's own __new__ is one Python call more.
+_NEW_TUPLE = tuple.__new__
 _log = logging.getLogger("chongming.run")
 _SUCCEEDED = VerdictKind.SUCCEEDED
 _COROUTINE = CarrierKind.COROUTINE
@@ -227,7 +229,7 @@ class Attempt(TaskContext):
                 # What _finish would say, in one step: nobody interrupted it, no
                 # checkpoint is left unawaited, the result is plain JSON, no step
                 # thread can still run.
-                self._report(Verdict(_SUCCEEDED, value))
+                self._report(_NEW_TUPLE(Verdict, (_SUCCEEDED, value, None, None, None)))
             else:
                 self._finish(returned=True, value=value)
 

@@ -97,6 +97,10 @@ class RunHost(Protocol):
     #: Runs per status; the run moves its own count on every transition.
     per_status: dict[TaskStatus, int]
 
+    #: False when :meth:`launch_gate` answers None for every run (no store): the
+    #: run does not ask, one call less per attempt.
+    gated: bool
+
     #: ``sink(run, previous)`` after every transition (``run`` moved from
     #: ``previous`` to ``run.status``): persist, publish, retire an ended run.
     #: ``None`` when nothing listens: the run then calls :meth:`retire` itself
@@ -174,6 +178,7 @@ class StandaloneHost:
         self._tasks = OwnedTasks()
         self.per_status: dict[TaskStatus, int] = _NO_COUNTS.copy()
         self.sink: Callable[[Any, TaskStatus], None] | None = None
+        self.gated = False
 
     def enqueue(self, run: HostedRun) -> None:
         run.dispatch()

@@ -160,7 +160,7 @@ class RunLifecycle(RunState):
         else:
             return False
         host = self.host
-        gate = host.launch_gate(self)
+        gate = host.launch_gate(self) if host.gated else None
         attempt = Attempt(self._plan, self._inputs, self.attempt, self, gate)
         self._current = attempt
         try:

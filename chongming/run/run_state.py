@@ -58,6 +58,7 @@ from chongming.state.table import TRANSITIONS
 from chongming.task_api.signals import loop_clock
 from chongming.task_api.spec import TaskSpec, spec_for
 
+_NEW_TUPLE = tuple.__new__
 _log = logging.getLogger("chongming.run")
 _TERMINAL = frozenset(s for s in TaskStatus if s.is_terminal)
 #: What an ended run holds instead of its submitter's context (one, shared, empty).
@@ -149,6 +150,7 @@ class RunState:
         upstream: Mapping[str, JsonValue] | None = None,
         host: RunHost | None = None,
         max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES,
+        plan: AttemptPlan | None = None,
     ) -> None:
         # Every check before anything is built: a refused run leaves nothing behind.
         spec = fn if isinstance(fn, TaskSpec) else spec_for(fn)
@@ -183,7 +185,9 @@ class RunState:
         #: The submitter's context variables (a request id, a log binding, a span), as
         #: ``asyncio.create_task`` would take them: each attempt runs in a copy of it.
         self.caller_context = contextvars.copy_context()
-        self._plan: AttemptPlan = plan_for(
+        #: What every attempt of a run of this spec on this host shares; a factory that
+        #: makes many such runs (the controller's) passes the one it resolved before.
+        self._plan: AttemptPlan = plan or plan_for(
             name=self.name,
             fn=spec.fn,
             # A coroutine runs on the loop, whatever was chosen (see resolve_executor).
@@ -195,7 +199,8 @@ class RunState:
             artifact_root=artifact_root or default_artifact_root(),
             max_payload_bytes=max_payload_bytes,
         )
-        self._inputs = AttemptInputs(self.task_id, args, kwargs, upstream)
+        # tuple.__new__ itself: a named tuple's own __new__ is one Python call more.
+        self._inputs = _NEW_TUPLE(AttemptInputs, (self.task_id, args, kwargs, upstream))
         # The system clock read without its wrapper: one call less per transition.
         self._time = time.time if clock is None or clock is SYSTEM_CLOCK else clock.time
         # Status, version, attempt number, stamps and history: written by ``_move`` only.
@@ -247,6 +252,11 @@ class RunState:
     @property
     def executor(self) -> object:
         return self._plan.executor
+
+    @property
+    def plan(self) -> AttemptPlan:
+        """The constants its attempts share (function, executor, timeout, windows, limits)."""
+        return self._plan
 
     @property
     def transitions(self) -> tuple[TransitionRecord, ...]:

@@ -179,7 +179,12 @@ class AdmissionQueue(Generic[T]):
             self.push(item, priority=priority, bucket=bucket, tags=tags)
             return False
         # Nothing waits and a slot is free: the new item is the one pop_ready returns.
-        self._check_new(item, priority, bucket)
+        if (
+            item in self._running
+            or type(priority) is not int
+            or (bucket is not None and (type(bucket) is not int or bucket < 0))
+        ):
+            self._check_new(item, priority, bucket)  # raises what is wrong (or lets it be)
         if tags:
             self._limited(tags)
         self._seq += 1
