@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chongming import Controller
-from chongming.control.pruner import prune_store
+from chongming.plane.pruner import prune_store
 from chongming.stores.postgres import PostgresTaskStore
 from chongming.stores.retention import PruneSelection
 from tests.stores.pg_retention import lock_timeout_store, prune_beside, seed_terminal_sql

@@ -15,9 +15,6 @@ if TYPE_CHECKING:
     from chongming.blocking import BlockingController as BlockingController
     from chongming.blocking import BlockingQueuedTask as BlockingQueuedTask
     from chongming.blocking import BlockingTaskRun as BlockingTaskRun
-    from chongming.control import PersistFailures as PersistFailures
-    from chongming.control import open_store as open_store
-    from chongming.control.reconcile import ReconcileReport as ReconcileReport
     from chongming.controller import Controller as Controller
     from chongming.controller import ControllerStats as ControllerStats
     from chongming.controller.outbox import OutboxRelay as OutboxRelay
@@ -82,6 +79,9 @@ if TYPE_CHECKING:
     from chongming.pipeline import PipelineRun as PipelineRun
     from chongming.pipeline import PipelineSnapshot as PipelineSnapshot
     from chongming.pipeline import PipelineStatus as PipelineStatus
+    from chongming.plane import PersistFailures as PersistFailures
+    from chongming.plane import open_store as open_store
+    from chongming.plane.reconcile import ReconcileReport as ReconcileReport
     from chongming.policies import Backoff as Backoff
     from chongming.policies import ControlWindows as ControlWindows
     from chongming.policies import ExponentialBackoff as ExponentialBackoff
@@ -186,10 +186,10 @@ _WHERE: dict[str, str] = {
     "NodeConflict": "chongming.errors",
     "Outcome": "chongming.run",
     "PayloadError": "chongming.errors",
-    "PersistFailures": "chongming.control",
+    "PersistFailures": "chongming.plane",
     "PostgresTaskStore": "chongming.stores.postgres",
     "Progress": "chongming.state",
-    "ReconcileReport": "chongming.control.reconcile",
+    "ReconcileReport": "chongming.plane.reconcile",
     "RetryPolicy": "chongming.policies",
     "SchemaError": "chongming.errors",
     "SqliteTaskStore": "chongming.stores",
@@ -212,7 +212,7 @@ _WHERE: dict[str, str] = {
     "Transition": "chongming.state",
     "UnknownTask": "chongming.errors",
     "VersionConflict": "chongming.errors",
-    "open_store": "chongming.control",
+    "open_store": "chongming.plane",
     "render_history": "chongming.render",
     "render_table": "chongming.render",
     "run_task": "chongming.run",

@@ -1,7 +1,7 @@
 """Lazy package exports: a package names what it exports; each is imported on first use.
 
 Why: ``import chongming`` (and ``chongming.stores``, ``chongming.executors``,
-``chongming.control``) must stay cheap for one-shot commands and must not pull
+``chongming.plane``) must stay cheap for one-shot commands and must not pull
 in optional drivers (asyncpg) or heavy parts (multiprocessing, the store
 backends) that the caller never touches.
 """

@@ -51,28 +51,28 @@ ALLOWED: dict[str, frozenset[str]] = {
     # writes, the queue, cluster limits, durable records, a granted claim's, a spawned
     # child's), never a backend
     "controller": _CORE
-    | {"executors", "run", "scheduler", "render", "control", "pipeline"}
+    | {"executors", "run", "scheduler", "render", "plane", "pipeline"}
     | {"stores.base", "stores.nodes", "stores.writes", "stores.queue", "stores.limits"}
     | {"stores.durable", "stores.rates", "stores.retention", "stores.schedules", "schedules"}
     | {"stores.granted", "stores.children"},
     # coming packages: the control plane, pipelines, the dashboard
-    "control": _CORE | {"executors", "run", "scheduler", "stores"},
+    "plane": _CORE | {"executors", "run", "scheduler", "stores"},
     "pipeline": _CORE | {"run", "scheduler"},
     "web": _CORE
-    | {"run", "scheduler", "render", "stores", "control", "controller", "blocking"}
+    | {"run", "scheduler", "render", "stores", "plane", "controller", "blocking"}
     | {"schedules"},
     # thin shells over everything
     "blocking": _CORE | {"executors", "run", "scheduler", "render", "stores", "controller"},
     "cli": _CORE
-    | {"executors", "run", "scheduler", "render", "stores", "control", "controller", "web"}
+    | {"executors", "run", "scheduler", "render", "stores", "plane", "controller", "web"}
     | {"schedules"},
     "__main__": frozenset({"cli"}),
     "__init__": _CORE
     | {"executors", "run", "scheduler", "render", "stores", "testing", "controller", "blocking"}
-    | {"control", "pipeline"},
+    | {"plane", "pipeline"},
 }
 #: Map entries that may have no package yet (the second phase brings them).
-COMING = frozenset({"control", "pipeline", "web"})
+COMING = frozenset({"plane", "pipeline", "web"})
 
 #: Pure layers: decisions tested without a loop, a database, a thread or a clock.
 PURE = frozenset({"state", "policies", "scheduler", "render"})
@@ -185,7 +185,7 @@ def test_each_package_imports_only_what_its_contract_allows() -> None:
 
 
 def test_stores_and_testing_are_independent_of_the_runtime() -> None:
-    runtime = {"run", "executors", "scheduler", "controller", "control", "pipeline", "task_api"}
+    runtime = {"run", "executors", "scheduler", "controller", "plane", "pipeline", "task_api"}
     for package in ("stores", "testing"):
         assert ALLOWED[package] & runtime == set(), package
     assert "stores" in ALLOWED["testing"]  # the contract suite drives a store

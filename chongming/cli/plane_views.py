@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from chongming.cli.cells import NONE, cell, iso, unserved_line
-from chongming.control.buckets import BucketReport
-from chongming.control.reconcile import ReconcileOutcome, ReconcileReport
+from chongming.plane.buckets import BucketReport
+from chongming.plane.reconcile import ReconcileOutcome, ReconcileReport
 from chongming.render import escape_text, render_rows
 from chongming.scheduler.buckets import format_bucket_ranges
 from chongming.stores.nodes import CommandRecord, NodeRecord

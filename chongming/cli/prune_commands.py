@@ -18,8 +18,8 @@ import typer
 from chongming.cli.app import JsonFlag, _emit, _fail, _options, _run, app
 
 if TYPE_CHECKING:
-    from chongming.control.pruner import PruneReport
     from chongming.controller.controller import Controller
+    from chongming.plane.pruner import PruneReport
     from chongming.state.status import TaskStatus
     from chongming.stores.base import TaskStore
     from chongming.stores.retention import Retention
@@ -163,7 +163,7 @@ async def run_prune(controller: Controller, request: PruneRequest) -> PruneRepor
     """Apply a checked request through the controller's store; what it did."""
     from chongming.cli.session import CliError
     from chongming.clock import to_datetime
-    from chongming.control.pruner import prune_store
+    from chongming.plane.pruner import prune_store
     from chongming.stores.retention import PruneSelection
 
     store = controller.store

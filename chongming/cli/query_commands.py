@@ -69,7 +69,7 @@ def ps(
 
 async def _waiting(controller: Controller, snapshots: Any) -> Any:
     """Why each queued task among ``snapshots`` waits (by the store's clock)."""
-    from chongming.control.waiting import waiting_reasons
+    from chongming.plane.waiting import waiting_reasons
 
     store = controller.store
     if store is None or not snapshots:

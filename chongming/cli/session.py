@@ -108,7 +108,7 @@ def open_cli_store(options: Options, *, create: bool = False) -> TaskStore:
     ``create`` (``run``) may create the embedded database file, but never a
     missing directory: a mistyped path must not leave an empty database behind.
     """
-    from chongming.control.location import describe_location, open_store
+    from chongming.plane.location import describe_location, open_store
     from chongming.stores.sqlite import SqliteTaskStore
 
     location = options.db

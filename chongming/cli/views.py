@@ -26,8 +26,8 @@ from chongming.cli.plane_views import reconcile_json as reconcile_json
 from chongming.cli.plane_views import reconcile_text as reconcile_text
 from chongming.cli.registry_views import tasks_json as tasks_json
 from chongming.cli.registry_views import tasks_text as tasks_text
-from chongming.control.waiting import WaitingReason
 from chongming.controller.statistics import count_tasks
+from chongming.plane.waiting import WaitingReason
 from chongming.render import escape_text, render_history, render_rows, render_table
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition

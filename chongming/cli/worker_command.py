@@ -223,7 +223,7 @@ def run_worker(options: Options, module: ModuleType, settings: WorkerSettings) -
 
 def _store_secrets(location: str) -> frozenset[str]:
     """Every spelling of the ``--db`` DSN's password (scrubbed from every line)."""
-    from chongming.control.location import describe_location
+    from chongming.plane.location import describe_location
 
     if describe_location(location) == location:
         return frozenset()  # nothing redacted: a path, or a DSN without a password
@@ -354,7 +354,7 @@ async def _work(
     endpoints: dict[str, str | None],
     options: Options,
 ) -> int:
-    from chongming.control.location import describe_location
+    from chongming.plane.location import describe_location
 
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()

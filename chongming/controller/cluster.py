@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from chongming.control.cluster_slots import ClusterSlots
-from chongming.control.plane import ControlPlane
 from chongming.controller.host import ControllerHost
 from chongming.errors import ConfigurationError, PayloadError
+from chongming.plane.cluster_slots import ClusterSlots
+from chongming.plane.plane import ControlPlane
 from chongming.stores.base import TaskStore
 from chongming.stores.limits import check_capacity, check_limit_name
 

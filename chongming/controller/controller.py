@@ -2,7 +2,7 @@
 
 It never creates or owns an event loop: enter it on whatever loop the host
 runs (FastAPI lifespan, aiohttp ``cleanup_ctx``, a worker's ``main()``).
-With a store it is one node of a shared plane (see :mod:`chongming.control`):
+With a store it is one node of a shared plane (see :mod:`chongming.plane`):
 every transition is written through, reads show every process's tasks, and
 control of a task held elsewhere travels as a command.
 """
@@ -19,7 +19,6 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from chongming.clock import SYSTEM_CLOCK, Clock
-from chongming.control.parking import PARK_AFTER, check_park_threshold
 from chongming.controller.enqueue import (
     EnqueueCalls,
 )
@@ -44,6 +43,7 @@ from chongming.errors import (
 )
 from chongming.executors.base import Executor
 from chongming.pipeline.run import LivePipelines
+from chongming.plane.parking import PARK_AFTER, check_park_threshold
 from chongming.policies.checks import check_seconds
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
@@ -63,11 +63,11 @@ from chongming.task_api.spec import SPEC_ATTRIBUTE, ExecutorChoice, TaskSpec, du
 if TYPE_CHECKING:
     # A controller without a store never imports the control plane, the store
     # port or the worker: `from chongming import Controller` stays cheap.
-    from chongming.control.cluster_slots import ClusterSlots
-    from chongming.control.plane import ControlPlane
     from chongming.controller.served import ServedVersions
     from chongming.controller.worker import Worker
     from chongming.controller.worker_options import RateLimit, WorkerOptions, WorkerPool
+    from chongming.plane.cluster_slots import ClusterSlots
+    from chongming.plane.plane import ControlPlane
     from chongming.stores.base import TaskStore
     from chongming.stores.retention import Retention
 
@@ -232,8 +232,8 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
 
     def _plane_on(self, store: object, num_buckets: int) -> tuple[ControlPlane, bool]:
         """This node's plane on ``store`` (an instance, or a path or URL it opens and owns)."""
-        from chongming.control.location import open_store
-        from chongming.control.plane import ControlPlane
+        from chongming.plane.location import open_store
+        from chongming.plane.plane import ControlPlane
         from chongming.stores.base import TaskStore
 
         owns = not isinstance(store, TaskStore)

@@ -45,10 +45,10 @@ from chongming.stores.queue import Enqueued, check_idempotency_key
 from chongming.task_api.registry import TaskRegistry, check_task_name
 
 if TYPE_CHECKING:
-    from chongming.control.plane import ControlPlane
     from chongming.controller.observers import Observers
     from chongming.controller.served import ServedVersions
     from chongming.controller.worker import Worker
+    from chongming.plane.plane import ControlPlane
     from chongming.scheduler.buckets import BucketPolicy
     from chongming.stores.base import TaskStore
     from chongming.stores.children import SpawnedChild

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
-from chongming.control.parking import PARK_AFTER
 from chongming.errors import ControllerClosed, DuplicateTask, StoreError
 from chongming.executors.base import Executor
 from chongming.executors.thread import ThreadExecutor
+from chongming.plane.parking import PARK_AFTER
 from chongming.run.defaults import resolve_executor
 from chongming.run.host import HostedRun, OwnedTasks
 from chongming.run.task_run import TaskRun
@@ -29,8 +29,8 @@ from chongming.state.status import TERMINAL_STATUSES, TaskStatus
 from chongming.task_api.spec import TaskSpec
 
 if TYPE_CHECKING:
-    from chongming.control.plane import ControlPlane
     from chongming.controller.observers import Observers
+    from chongming.plane.plane import ControlPlane
 
 __all__ = ["ControllerHost"]
 
@@ -258,7 +258,7 @@ class ControllerHost:
             return
         reason = f"its parent {task_id!r} ended {status.value}"
         try:
-            from chongming.control.children import stop_children
+            from chongming.plane.children import stop_children
 
             await stop_children(plane.store, controller.stop, task_id, reason, "system")
         except (StoreError, ControllerClosed) as error:  # the children run on: say so
@@ -306,7 +306,7 @@ class ControllerHost:
         spec = getattr(run, "spec", None)
         if spec is not None and spec.durable:
             # Imported here: a controller that runs no durable task never loads the journal.
-            from chongming.control.journal_gate import JournalGate
+            from chongming.plane.journal_gate import JournalGate
 
             observer = self._observer
             return JournalGate(

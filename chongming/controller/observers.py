@@ -35,10 +35,10 @@ from chongming.scheduler.limits import AdmissionStatistics
 from chongming.state.status import TaskStatus
 
 if TYPE_CHECKING:
-    from chongming.control.failures import PersistFailures
-    from chongming.control.plane import ControlPlane
-    from chongming.control.reconcile import ReconcileReport
     from chongming.controller.host import ControllerHost
+    from chongming.plane.failures import PersistFailures
+    from chongming.plane.plane import ControlPlane
+    from chongming.plane.reconcile import ReconcileReport
     from chongming.stores.base import TaskStore
     from chongming.stores.nodes import Command
     from chongming.stores.writes import StateWrite, WriteResult

@@ -24,8 +24,8 @@ from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec, durable_needs_store
 
 if TYPE_CHECKING:
-    from chongming.control.plane import ControlPlane
     from chongming.controller.served import ServedVersions
+    from chongming.plane.plane import ControlPlane
 
 __all__ = ["PipelineCalls"]
 

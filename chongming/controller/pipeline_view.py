@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from chongming.control.outages import through_outages
 from chongming.controller.stored_pipelines import PIPELINE_TASK
 from chongming.errors import ConfigurationError, TaskNotFound
 from chongming.pipeline.join import JoinMode, JoinVerdict, judge_join
+from chongming.plane.outages import through_outages
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus

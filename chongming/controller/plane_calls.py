@@ -9,17 +9,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from chongming.clock import Clock, to_datetime
-from chongming.control.buckets import BucketReport, report_buckets, unclaimed
-from chongming.control.reconcile import ReconcileReport
 from chongming.controller.schedules import ScheduleCalls
 from chongming.errors import ConfigurationError
+from chongming.plane.buckets import BucketReport, report_buckets, unclaimed
+from chongming.plane.reconcile import ReconcileReport
 from chongming.scheduler.buckets import BucketPolicy
 from chongming.state.payload import check_reason
 from chongming.stores.durable import Fact
 from chongming.stores.nodes import NodeRecord
 
 if TYPE_CHECKING:
-    from chongming.control.plane import ControlPlane
+    from chongming.plane.plane import ControlPlane
 
 __all__ = ["PlaneCalls"]
 

@@ -36,8 +36,8 @@ from chongming.stores.schedules import ScheduleRecord  # at run time: the API's 
 from chongming.task_api.registry import TaskRegistry
 
 if TYPE_CHECKING:
-    from chongming.control.plane import ControlPlane
     from chongming.controller.worker import Worker
+    from chongming.plane.plane import ControlPlane
     from chongming.schedules.loop import ScheduleDraft, ScheduleLoop
     from chongming.stores.base import TaskStore
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from chongming.control.outages import through_outages
 from chongming.controller.queued import QueuedTask
 from chongming.errors import ConfigurationError
+from chongming.plane.outages import through_outages
 from chongming.state.records import TaskSnapshot
 
 if TYPE_CHECKING:

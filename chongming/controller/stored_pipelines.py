@@ -22,7 +22,6 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from chongming.control.outages import through_outages
 from chongming.errors import ChongmingError, TaskCancelled
 from chongming.pipeline.graph import PipelineGraph
 from chongming.pipeline.join import (
@@ -33,6 +32,7 @@ from chongming.pipeline.join import (
     judge_join,
     pipeline_status,
 )
+from chongming.plane.outages import through_outages
 from chongming.state.records import TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore

@@ -10,10 +10,10 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from chongming.clock import Clock, to_datetime
-from chongming.control.failures import PersistFailures
 from chongming.controller.statistics import ControllerStats, count_tasks, local_totals
 from chongming.controller.support import all_done
 from chongming.errors import ConfigurationError, TaskNotFound
+from chongming.plane.failures import PersistFailures
 from chongming.run.outcome import Outcome
 from chongming.run.task_run import TaskRun
 from chongming.scheduler.limits import AdmissionLimits
@@ -23,10 +23,10 @@ from chongming.state.records import TaskSnapshot, Transition
 from chongming.stores.nodes import CommandKind
 
 if TYPE_CHECKING:
-    from chongming.control.cluster_slots import ClusterSlots
-    from chongming.control.plane import ControlPlane
     from chongming.controller.host import ControllerHost
     from chongming.controller.observers import Observers
+    from chongming.plane.cluster_slots import ClusterSlots
+    from chongming.plane.plane import ControlPlane
     from chongming.stores.base import TaskStore
     from chongming.stores.nodes import Command
 
@@ -171,7 +171,7 @@ class TaskCalls:
         else:
             stopped = await self._command(CommandKind.STOP, task_id, reason, actor)
         if self._plane is not None:
-            from chongming.control.children import stop_children
+            from chongming.plane.children import stop_children
 
             # Its unfinished child tasks stop too, with its reason (docs/children.md).
             await stop_children(self._plane.store, self.stop, task_id, reason, actor)
@@ -212,12 +212,12 @@ class TaskCalls:
             raise TaskNotFound(task_id)
         await self._open()
         at = to_datetime(self.clock.time())
-        from chongming.control.apply import send_command
+        from chongming.plane.apply import send_command
 
         return await send_command(plane.store, kind, task_id, reason=reason, actor=actor, at=at)
 
     async def _apply_command(self, command: Command) -> str | None:
-        from chongming.control.apply import apply_command
+        from chongming.plane.apply import apply_command
 
         plane = self._plane
         assert plane is not None

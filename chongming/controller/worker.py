@@ -36,9 +36,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
-from chongming.control.claims import ClaimLoop
-from chongming.control.pruner import BackgroundPruner, check_retention, pruner_for
-from chongming.control.rate_gate import RateGate, claim_exclusions
 from chongming.controller.claim_returns import give_back_start, patiently, refuse_claim
 from chongming.controller.pools import WorkerPool
 from chongming.controller.rates import check_rate_store
@@ -53,6 +50,9 @@ from chongming.errors import (
     ChongmingError,
     ConfigurationError,
 )
+from chongming.plane.claims import ClaimLoop
+from chongming.plane.pruner import BackgroundPruner, check_retention, pruner_for
+from chongming.plane.rate_gate import RateGate, claim_exclusions
 from chongming.state.machine import apply_transition
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
@@ -66,10 +66,10 @@ from chongming.task_api.registry import TaskRegistry
 from chongming.task_api.spec import TaskSpec
 
 if TYPE_CHECKING:
-    from chongming.control.cluster_slots import ClusterSlots
-    from chongming.control.plane import ControlPlane
     from chongming.controller.controller import Controller
     from chongming.controller.host import ControllerHost
+    from chongming.plane.cluster_slots import ClusterSlots
+    from chongming.plane.plane import ControlPlane
     from chongming.run.task_run import TaskRun
     from chongming.schedules.loop import ScheduleLoop
 

@@ -81,7 +81,7 @@ def render_table(
     ``matching``: tasks per status of every match when only some are shown
     (a limit): the summary counts those and says how many rows it shows.
     ``waiting``: why a queued task waits, by task id (shown beside its status:
-    ``queued (sleeping until …)``; see :mod:`chongming.control.waiting`).
+    ``queued (sleeping until …)``; see :mod:`chongming.plane.waiting`).
     """
     if now is None:
         now = datetime.now(UTC)

@@ -116,7 +116,7 @@ StepObserver = Callable[[str, str, Any, Coroutine[Any, Any, Any]], Coroutine[Any
 
 
 class StepJournal(Protocol):
-    """One attempt's memoised steps; see :mod:`chongming.control.durable`."""
+    """One attempt's memoised steps; see :mod:`chongming.plane.durable`."""
 
     @property
     def replaying(self) -> bool: ...

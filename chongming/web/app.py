@@ -34,7 +34,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from chongming.control.waiting import WaitingReason
+from chongming.plane.waiting import WaitingReason
 from chongming.state.records import TaskSnapshot
 from chongming.state.serialize import snapshot_to_json, transition_to_json
 from chongming.stores.base import TaskStore
@@ -289,7 +289,7 @@ def _notice(sent: str | None, issued: str | None, view: board.TaskView) -> str |
 
 def describe_store(target: object) -> str:
     """What the header shows of the store: never a password."""
-    from chongming.control.location import describe_location
+    from chongming.plane.location import describe_location
 
     if isinstance(target, str | os.PathLike):
         return describe_location(target)

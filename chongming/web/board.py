@@ -14,11 +14,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from chongming.control.buckets import BucketReport
-from chongming.control.reconcile import ReconcileReport
-from chongming.control.waiting import WaitingReason, waiting_reasons
 from chongming.controller.statistics import count_tasks
 from chongming.errors import ConfigurationError, PayloadError
+from chongming.plane.buckets import BucketReport
+from chongming.plane.reconcile import ReconcileReport
+from chongming.plane.waiting import WaitingReason, waiting_reasons
 from chongming.state.payload import check_reason, check_task_id
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
@@ -146,7 +146,7 @@ class TaskPage:
     tasks: Sequence[TaskSnapshot]
     has_next: bool
     counts: Mapping[str, int]  # status -> tasks in the store (every owner, every bucket)
-    #: Why each queued task on the page waits, by task id (chongming.control.waiting).
+    #: Why each queued task on the page waits, by task id (chongming.plane.waiting).
     waiting: Mapping[str, WaitingReason] = dataclasses.field(default_factory=dict)
 
 

@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from chongming.control.reconcile import ReconcileReport
 from chongming.controller.observers import Observer, RuntimeFacts
+from chongming.plane.reconcile import ReconcileReport
 from chongming.run.task_run import steps_of
 from chongming.state.status import CARRIER_STATUSES, TaskStatus
 from chongming.stores.base import TaskStore

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote, urlencode
 
-from chongming.control.waiting import WaitingReason
 from chongming.controller.stored_pipelines import PIPELINE_TASK
+from chongming.plane.waiting import WaitingReason
 from chongming.render.text import escape_text
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import TaskStatus

@@ -6,7 +6,7 @@ escaped with :func:`~chongming.web.pages.e`.
 
 from __future__ import annotations
 
-from chongming.control.reconcile import ReconcileOutcome, ReconcileReport
+from chongming.plane.reconcile import ReconcileOutcome, ReconcileReport
 from chongming.scheduler.buckets import format_bucket_ranges
 from chongming.schedules.loop import describe_schedule
 from chongming.web.board import NodesView

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 
 from chongming import Controller, TaskContext
-from chongming.control.parking import PARK_AFTER
+from chongming.plane.parking import PARK_AFTER
 from tests.cli.durable_tasks import _commit_into, _mark, _row
 
 STEPS = 8

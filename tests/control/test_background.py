@@ -14,7 +14,7 @@ import logging
 import pytest
 
 from chongming.background import BackgroundTask, cancel_and_join
-from chongming.control.progress import ProgressWriter
+from chongming.plane.progress import ProgressWriter
 from chongming.stores import InMemoryTaskStore
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from chongming.control.commands import CommandPoller
+from chongming.plane.commands import CommandPoller
 from chongming.stores.base import TaskStore
 from chongming.stores.postgres.listener import CommandListener
 

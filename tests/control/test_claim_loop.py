@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from chongming import Controller, SqliteTaskStore
-from chongming.control.claims import ClaimLoop
+from chongming.plane.claims import ClaimLoop
 from chongming.state.records import TaskSnapshot
 
 

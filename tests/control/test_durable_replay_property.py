@@ -20,8 +20,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chongming.control.durable import Journal
 from chongming.errors import NondeterminismError
+from chongming.plane.durable import Journal
 from chongming.state.status import TaskStatus
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.testing.store_contract._support import make_snapshot, next_step

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from chongming import Controller, TaskStatus
-from chongming.control import durable_waits, parking
 from chongming.errors import ConfigurationError, FactTimeout
+from chongming.plane import durable_waits, parking
 from chongming.state.triggers import Trigger
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import Fact

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from chongming.control.durable import Journal
+from chongming.plane.durable import Journal
 from chongming.state.status import TaskStatus
 from chongming.stores.durable import StepRecord
 from chongming.stores.memory import InMemoryTaskStore

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chongming import Controller, ExponentialBackoff, RetryPolicy, TaskStatus
-from chongming.control.reconcile import ReconcileOutcome
+from chongming.plane.reconcile import ReconcileOutcome
 from chongming.state.machine import apply_transition
 from chongming.state.records import Failure, FailureKind
 from chongming.state.triggers import Trigger

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from chongming import Controller, NodeConflict, TaskStatus
-from chongming.control.takeover import holder_is_gone
+from chongming.plane.takeover import holder_is_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from chongming.control.reconcile import ReconcileOutcome, lost_write, plan_reconcile
+from chongming.plane.reconcile import ReconcileOutcome, lost_write, plan_reconcile
 from chongming.state.records import FailureKind, TaskSnapshot
 from chongming.state.status import TaskStatus
 from chongming.state.triggers import Trigger

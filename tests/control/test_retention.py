@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from chongming import Controller, TaskStatus
-from chongming.control.pruner import prune_store
 from chongming.errors import InvalidRetention
+from chongming.plane.pruner import prune_store
 from chongming.state.machine import apply_transition
 from chongming.state.query import TaskQuery
 from chongming.stores.base import TaskStore

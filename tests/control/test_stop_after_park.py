@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from chongming.control.apply import apply_command
+from chongming.plane.apply import apply_command
 from chongming.state.status import TaskStatus
 from chongming.stores.memory import InMemoryTaskStore
 from chongming.stores.nodes import Command, CommandKind

@@ -18,9 +18,9 @@ import pytest
 
 from chongming import Controller, TaskStatus
 from chongming.cli import views
-from chongming.control import durable
-from chongming.control.waiting import waiting_reasons
 from chongming.controller.statistics import count_tasks
+from chongming.plane import durable
+from chongming.plane.waiting import waiting_reasons
 from chongming.state.query import TaskQuery
 from chongming.web import create_app
 from tests.conftest import FAST

@@ -1,7 +1,7 @@
 """Why a queued task waits — parked in a sleep, in a fact wait, held back, unserved — in every view.
 
 ``ps``, ``status`` and the dashboard (page and JSON) show the same reason,
-from one function (:func:`chongming.control.waiting.waiting_reason`).
+from one function (:func:`chongming.plane.waiting.waiting_reason`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from chongming import Controller, TaskStatus
-from chongming.control import durable
-from chongming.control.waiting import WaitingReason, waiting_reason
+from chongming.plane import durable
+from chongming.plane.waiting import WaitingReason, waiting_reason
 from chongming.state.records import TaskSnapshot
 from chongming.stores.durable import StepRecord
 from chongming.stores.nodes import NodeInfo

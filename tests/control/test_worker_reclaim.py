@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from chongming import Controller, TaskStatus
-from chongming.control.reconcile import resume_write
+from chongming.plane.reconcile import resume_write
 from chongming.state.triggers import Trigger
 from tests.conftest import FAST
 

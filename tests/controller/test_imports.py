@@ -20,10 +20,10 @@ PLANE_ONLY = (
     "chongming.stores.memory",
     "chongming.stores.sqlite",
     "chongming.stores.postgres",
-    "chongming.control.plane",
-    "chongming.control.writethrough",
-    "chongming.control.children",
-    "chongming.control.apply",
+    "chongming.plane.plane",
+    "chongming.plane.writethrough",
+    "chongming.plane.children",
+    "chongming.plane.apply",
     "chongming.controller.worker",
     "chongming.controller.cluster",
     "chongming.controller.served",
@@ -99,5 +99,5 @@ def test_a_controller_on_a_store_loads_the_plane() -> None:
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["value"] == 1
-    assert "chongming.control.plane" in found["loaded"]
+    assert "chongming.plane.plane" in found["loaded"]
     assert "chongming.stores.base" in found["loaded"]

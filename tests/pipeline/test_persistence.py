@@ -16,8 +16,8 @@ from chongming import (
     TaskSnapshot,
     TaskStatus,
 )
-from chongming.control.reconcile import ReconcileOutcome
 from chongming.pipeline import AggregationPolicy, JoinMode, Pipeline, PipelineStatus
+from chongming.plane.reconcile import ReconcileOutcome
 from chongming.policies import ControlWindows
 from chongming.state import audit_history
 from chongming.state.triggers import Trigger

@@ -15,7 +15,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chongming.control.pruner import PruneReport, prune_store
+from chongming.plane.pruner import PruneReport, prune_store
 from chongming.state.machine import apply_transition
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 from chongming.exports import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from chongming.control.failures import PersistFailures as PersistFailures
-    from chongming.control.location import open_store as open_store
+    from chongming.plane.failures import PersistFailures as PersistFailures
+    from chongming.plane.location import open_store as open_store
 
 _WHERE: dict[str, str] = {
-    "PersistFailures": "chongming.control.failures",
-    "open_store": "chongming.control.location",
+    "PersistFailures": "chongming.plane.failures",
+    "open_store": "chongming.plane.location",
 }
 
 __all__ = sorted(_WHERE)

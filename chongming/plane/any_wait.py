@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from chongming.clock import SYSTEM_CLOCK
-from chongming.control.outages import through_outages
+from chongming.plane.outages import through_outages
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import StepKey, StepRecord
 from chongming.task_api.journal import ParkRequest

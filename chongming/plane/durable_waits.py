@@ -5,7 +5,7 @@ replays the task agrees) before it waits, and a fact wait records what it
 decided: a replay sleeps only what is left and answers the same, fact or
 timeout, whatever the store holds by then. On a worker's claim a long wait
 parks the task in the queue instead of holding its slot. The journal
-(:mod:`chongming.control.durable`) records; this module decides when to look,
+(:mod:`chongming.plane.durable`) records; this module decides when to look,
 when to give up and when to park.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from chongming.clock import SYSTEM_CLOCK
-from chongming.control.any_wait import AnyWaitJournal
-from chongming.control.outages import through_outages
 from chongming.errors import FactTimeout
+from chongming.plane.any_wait import AnyWaitJournal
+from chongming.plane.outages import through_outages
 from chongming.stores.durable import StepRecord
 from chongming.task_api.journal import ParkRequest
 

@@ -19,9 +19,6 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from chongming.control.any_wait import AnyWaitJournal, decided_in_order, wait_any
-from chongming.control.outages import through_outages
-from chongming.control.step_outcomes import recorded_failure
 from chongming.errors import (
     CheckpointMisuse,
     ChildCycle,
@@ -31,6 +28,9 @@ from chongming.errors import (
     PayloadError,
     UnknownTask,
 )
+from chongming.plane.any_wait import AnyWaitJournal, decided_in_order, wait_any
+from chongming.plane.outages import through_outages
+from chongming.plane.step_outcomes import recorded_failure
 from chongming.stores.base import TaskStore
 from chongming.stores.children import SpawnedChild, child_fact_name
 from chongming.stores.durable import StepRecord

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from chongming.control.children import TaskPlane
-from chongming.control.durable import Journal, RunSync
-from chongming.control.outages import through_outages
-from chongming.control.parking import PARK_AFTER
+from chongming.plane.children import TaskPlane
+from chongming.plane.durable import Journal, RunSync
+from chongming.plane.outages import through_outages
+from chongming.plane.parking import PARK_AFTER
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import StaleEpoch
 from chongming.task_api.journal import StepObserver

@@ -25,8 +25,8 @@ import socket
 from collections.abc import Callable
 
 from chongming.background import BackgroundTask
-from chongming.control.takeover import held_here, holder_is_gone, let_go_here
 from chongming.errors import NodeConflict, StoreClosed, StoreError
+from chongming.plane.takeover import held_here, holder_is_gone, let_go_here
 from chongming.stores.base import TaskStore
 from chongming.stores.nodes import NodeInfo
 

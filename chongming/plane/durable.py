@@ -20,9 +20,9 @@ died has no record, so it runs again: steps are at least once, and ``fn``
 must be safe to repeat (or go through ``ctx.effect``).
 
 The journal's waits (a durable sleep, a fact wait, parking) are in
-:mod:`chongming.control.durable_waits`, its children in
-:mod:`chongming.control.children`; the gate that opens it is
-:mod:`chongming.control.journal_gate`.
+:mod:`chongming.plane.durable_waits`, its children in
+:mod:`chongming.plane.children`; the gate that opens it is
+:mod:`chongming.plane.journal_gate`.
 """
 
 from __future__ import annotations
@@ -38,17 +38,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any, TypeVar
 
 from chongming.clock import SYSTEM_CLOCK
-from chongming.control import durable_waits
-from chongming.control.any_wait import AnyWaits
-from chongming.control.children import (
-    TaskPlane,
-    ended_children,
-    gathered_ends,
-    spawn_child,
-)
-from chongming.control.outages import through_outages
-from chongming.control.parking import PARK_AFTER
-from chongming.control.step_outcomes import recorded_failure, replay, replay_error, step_label
 from chongming.errors import (
     CheckpointMisuse,
     FencingError,
@@ -57,6 +46,17 @@ from chongming.errors import (
     TaskCancelled,
 )
 from chongming.executors.base import ThreadBaseException, call_guarded, ends_its_carrier
+from chongming.plane import durable_waits
+from chongming.plane.any_wait import AnyWaits
+from chongming.plane.children import (
+    TaskPlane,
+    ended_children,
+    gathered_ends,
+    spawn_child,
+)
+from chongming.plane.outages import through_outages
+from chongming.plane.parking import PARK_AFTER
+from chongming.plane.step_outcomes import recorded_failure, replay, replay_error, step_label
 from chongming.stores.base import TaskStore
 from chongming.stores.durable import (
     FIRST_CALL,

@@ -35,8 +35,8 @@ from typing import Any
 
 from chongming.background import BackgroundTask
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
-from chongming.control.failures import PersistFailures
 from chongming.errors import DuplicateTaskId, StoreClosed, StoreError
+from chongming.plane.failures import PersistFailures
 from chongming.state.error_text import describe_error
 from chongming.state.status import TaskStatus
 from chongming.stores.base import TaskStore

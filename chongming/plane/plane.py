@@ -18,11 +18,12 @@ from typing import Any
 
 from chongming.background import BackgroundTask
 from chongming.clock import SYSTEM_CLOCK, Clock, to_datetime
-from chongming.control.commands import Apply, CommandPoller
-from chongming.control.failures import PersistFailures
-from chongming.control.node import NodeLease
-from chongming.control.progress import ProgressWriter
-from chongming.control.reconcile import (
+from chongming.errors import StoreClosed, StoreError, VersionConflict
+from chongming.plane.commands import Apply, CommandPoller
+from chongming.plane.failures import PersistFailures
+from chongming.plane.node import NodeLease
+from chongming.plane.progress import ProgressWriter
+from chongming.plane.reconcile import (
     RESUMABLE,
     ReconcileEntry,
     ReconcileOutcome,
@@ -34,8 +35,7 @@ from chongming.control.reconcile import (
     resume_write,
     resumes_so_far,
 )
-from chongming.control.writethrough import WriteThrough
-from chongming.errors import StoreClosed, StoreError, VersionConflict
+from chongming.plane.writethrough import WriteThrough
 from chongming.state.query import TaskQuery
 from chongming.state.records import TaskSnapshot, Transition
 from chongming.state.status import ACTIVE_STATUSES, TaskStatus
