@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from chongming.executors.base import Executor as Executor
     from chongming.executors.base import StopSemantics as StopSemantics
     from chongming.executors.inline import InlineExecutor as InlineExecutor
-    from chongming.executors.process import ProcessExecutor as ProcessExecutor
-    from chongming.executors.process_target import in_child_loop as in_child_loop
+    from chongming.executors.process.executor import ProcessExecutor as ProcessExecutor
+    from chongming.executors.process.target import in_child_loop as in_child_loop
     from chongming.executors.thread import ThreadExecutor as ThreadExecutor
 
 _WHERE: dict[str, str] = {
@@ -25,8 +25,8 @@ _WHERE: dict[str, str] = {
     "Executor": "chongming.executors.base",
     "StopSemantics": "chongming.executors.base",
     "InlineExecutor": "chongming.executors.inline",
-    "ProcessExecutor": "chongming.executors.process",
-    "in_child_loop": "chongming.executors.process_target",
+    "ProcessExecutor": "chongming.executors.process.executor",
+    "in_child_loop": "chongming.executors.process.target",
     "ThreadExecutor": "chongming.executors.thread",
 }
 

@@ -21,7 +21,7 @@ and the runtime's attempt (:class:`~chongming.run.attempt.Attempt`) is that
 context: one object per attempt, which the function receives, whose flags
 its threads read, and whose hooks (``_on_launch``, ``_on_pause_reached``)
 the attempt overrides. A child process's context overrides the loop-bound
-parts instead (:mod:`chongming.executors.process_child`).
+parts instead (:mod:`chongming.executors.process.child`).
 """
 
 from __future__ import annotations

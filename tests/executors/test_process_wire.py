@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chongming.executors.process_child import SEND_EVERY, ChildContext, ChildLink
-from chongming.executors.process_protocol import (
+from chongming.executors.process.child import SEND_EVERY, ChildContext, ChildLink
+from chongming.executors.process.protocol import (
     FrameReader,
     ProtocolError,
     describe_exit,

@@ -18,9 +18,9 @@ from typing import Any
 
 from chongming.errors import CheckpointMisuse, PayloadError, TaskCancelled
 from chongming.executors.base import CarrierFailure
-from chongming.executors.process_protocol import describe_exit, encode
-from chongming.executors.process_target import TargetName
-from chongming.executors.process_worker_handle import WorkerHandle
+from chongming.executors.process.protocol import describe_exit, encode
+from chongming.executors.process.target import TargetName
+from chongming.executors.process.worker_handle import WorkerHandle
 from chongming.state.records import Failure, FailureKind
 from chongming.task_api.context import TaskContext
 

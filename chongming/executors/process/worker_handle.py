@@ -7,7 +7,7 @@ and multiprocessing's sentinel, the end of a pipe the worker holds. The
 sentinel alone is not enough: a child the task forked holds a copy of that
 pipe, and the worker's death would not be seen while the child lives. The
 calls into ``multiprocessing`` that may block or race run in a thread (see
-:mod:`.process_calls`).
+:mod:`.calls`).
 
 Ending a worker is the hard stop: ``SIGTERM`` to its process group, up to
 ``grace`` seconds for the worker to exit, then ``SIGKILL`` to the group,
@@ -31,7 +31,7 @@ from collections.abc import Callable
 from multiprocessing.context import BaseContext
 from typing import Any
 
-from chongming.executors.process_calls import (
+from chongming.executors.process.calls import (
     PROCESS_CALLS,
     finish_despite_cancellation,
     forget_worker,
@@ -40,13 +40,13 @@ from chongming.executors.process_calls import (
     signal_group,
     start_process,
 )
-from chongming.executors.process_protocol import (
+from chongming.executors.process.protocol import (
     FrameReader,
     ProtocolError,
     describe_exit,
     encode,
 )
-from chongming.executors.process_worker import worker_main
+from chongming.executors.process.worker import worker_main
 
 __all__ = ["WorkerHandle", "WorkerStartFailed", "WorkerState"]
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from chongming.executors.process_protocol import FrameReader, ProtocolError, encode
+from chongming.executors.process.protocol import FrameReader, ProtocolError, encode
 from chongming.state.records import JsonValue, Progress
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind
@@ -284,7 +284,7 @@ class ChildLink:
         """Nobody is left to report to: the running task is asked to stop.
 
         This may run on the flusher thread, so it only sets flags; a paused
-        coroutine is woken by the loop's reader (see ``process_worker``).
+        coroutine is woken by the loop's reader (see ``process.worker``).
         """
         self.closed = True
         signals = self._signals

@@ -11,7 +11,7 @@ its task with the kind ``crashed`` and is replaced; ``sys.exit()`` in task
 code fails the attempt (not retried) and the worker serves on.
 
 The price, checked when a task is submitted: the function must be importable
-by name from a module (see :mod:`chongming.executors.process_target`), and
+by name from a module (see :mod:`chongming.executors.process.target`), and
 arguments and results must be JSON, which is all that crosses the pipe.
 """
 
@@ -26,11 +26,11 @@ from typing import Any
 
 from chongming.errors import ConfigurationError, ExecutorClosed, NeverStarted
 from chongming.executors.base import Executor, StopSemantics
-from chongming.executors.process_calls import finish_despite_cancellation
-from chongming.executors.process_job import Job, deliver_message, worker_exited
-from chongming.executors.process_pool import PoolStatistics, WorkerPool
-from chongming.executors.process_target import TargetName, name_target
-from chongming.executors.process_worker_handle import WorkerHandle
+from chongming.executors.process.calls import finish_despite_cancellation
+from chongming.executors.process.job import Job, deliver_message, worker_exited
+from chongming.executors.process.pool import PoolStatistics, WorkerPool
+from chongming.executors.process.target import TargetName, name_target
+from chongming.executors.process.worker_handle import WorkerHandle
 from chongming.policies.checks import check_count, check_number
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind
@@ -286,6 +286,6 @@ def _preload_in_fork_server() -> None:
     if server is None or getattr(server, "_forkserver_pid", None) is not None:
         return
     preload = list(getattr(server, "_preload_modules", ["__main__"]))
-    worker_module = "chongming.executors.process_worker"
+    worker_module = "chongming.executors.process.worker"
     if worker_module not in preload:
         forkserver.set_forkserver_preload([*preload, worker_module])

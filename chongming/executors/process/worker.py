@@ -18,7 +18,7 @@ A task may fork. A forked child that leaves the task function (returns,
 raises, ``sys.exit``) instead of calling ``os._exit`` arrives back here:
 it exits at once with the status that ending would give a process (0, 1,
 or the ``SystemExit`` code) and says nothing; the link is mute in it (see
-:mod:`.process_child`), so only the worker ever speaks to the parent.
+:mod:`.child`), so only the worker ever speaks to the parent.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from chongming.errors import PayloadError
-from chongming.executors.process_child import ChildContext, ChildLink
-from chongming.executors.process_protocol import encode
-from chongming.executors.process_target import TargetName, resolve_target
+from chongming.executors.process.child import ChildContext, ChildLink
+from chongming.executors.process.protocol import encode
+from chongming.executors.process.target import TargetName, resolve_target
 from chongming.state.payload import json_form
 from chongming.task_api.context import TaskContext
 from chongming.task_api.signals import CarrierKind

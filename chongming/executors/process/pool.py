@@ -20,8 +20,8 @@ from typing import Any
 
 from chongming.errors import ExecutorClosed
 from chongming.executors.base import CarrierFailure
-from chongming.executors.process_calls import finish_despite_cancellation
-from chongming.executors.process_worker_handle import WorkerHandle, WorkerStartFailed, WorkerState
+from chongming.executors.process.calls import finish_despite_cancellation
+from chongming.executors.process.worker_handle import WorkerHandle, WorkerStartFailed, WorkerState
 from chongming.state.records import Failure, FailureKind
 
 __all__ = ["PoolStatistics", "WorkerPool"]
