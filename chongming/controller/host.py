@@ -74,7 +74,7 @@ class ControllerHost:
         keep_finished: int,
         leased: Collection[str] = (),
     ) -> None:
-        # Of HostedRun. Leased tags: cluster-wide limits (control/cluster_slots.py).
+        # Of HostedRun. Leased tags: cluster-wide limits (plane/cluster_slots.py).
         self._queue: AdmissionQueue[Any] = AdmissionQueue(limits, leased=leased)
         self._max_parallel = max(limits.max_parallel, 1)
         self._runs: dict[str, TaskRun] = {}

@@ -203,7 +203,7 @@ class TaskContext(AttemptSignals):
             beat=self._checkpoint_on_loop,
         )
 
-    # -- child tasks and the plane (control/children.py, docs/children.md) -----
+    # -- child tasks and the plane (plane/children.py, docs/children.md) -----
 
     async def spawn(
         self, name: str, /, *args: Any, key: str | None = None, **kwargs: Any
