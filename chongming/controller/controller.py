@@ -27,7 +27,9 @@ from chongming.controller.observers import Observer, wire
 from chongming.controller.pipeline_calls import PipelineCalls
 from chongming.controller.plane_calls import PlaneCalls
 from chongming.controller.run_factory import RunFactory
+from chongming.controller.submit_calls import NO_STORE, SubmitCalls
 from chongming.controller.support import (
+    Phase,
     await_to_the_end,
     let_go,
     package_version,
@@ -36,10 +38,8 @@ from chongming.controller.support import (
 from chongming.controller.support import owned_buckets as check_owned
 from chongming.controller.task_calls import TaskCalls
 from chongming.errors import (
-    BucketNotOwned,
     ConfigurationError,
     ControllerClosed,
-    DuplicateTask,
 )
 from chongming.executors.base import Executor
 from chongming.pipeline.run import LivePipelines
@@ -48,13 +48,11 @@ from chongming.policies.checks import check_seconds
 from chongming.policies.retry import RetryPolicy
 from chongming.policies.timeout import Timeout
 from chongming.policies.windows import ControlWindows
-from chongming.run.task_run import TaskRun, check_tags
-from chongming.scheduler.buckets import BucketPolicy, format_bucket_ranges
+from chongming.scheduler.buckets import BucketPolicy
 from chongming.scheduler.limits import AdmissionLimits
 from chongming.state.payload import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     check_limit,
-    check_task_id,
 )
 from chongming.state.status import TaskStatus
 from chongming.task_api.registry import TaskRegistry
@@ -74,18 +72,9 @@ if TYPE_CHECKING:
 __all__ = ["Controller"]
 
 _log = logging.getLogger("chongming.controller")
-_SUBMITS_PER_YIELD = 16
-_NO_STORE = "this controller"
 #: How long close() keeps writing pending transitions to the store.
 _FLUSH_ON_CLOSE = 10.0
 _S = TaskStatus
-
-
-class _Phase:
-    NEW = "new"
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
 
 
 def _cluster_limits(limits: object) -> dict[str, int]:
@@ -109,7 +98,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
+class Controller(SubmitCalls, TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
     """Supervises tasks submitted by registered name.
 
     Over any limit a task is ``queued``, never rejected. A paused task keeps
@@ -204,7 +193,7 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
         if store is not None:
             self._plane, self._owns_store = self._plane_on(store, num_buckets)
             self._host.attach(self._plane)
-        self._phase = _Phase.NEW
+        self._phase = Phase.NEW
         self._closed: asyncio.Future[None] | None = None
         self._submitted_since_yield = 0
         plane = self._plane
@@ -257,9 +246,9 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
 
     async def start(self) -> None:
         """Open for submissions. Idempotent; not needed inside ``async with``."""
-        if self._phase in (_Phase.CLOSING, _Phase.CLOSED):
+        if self._phase in (Phase.CLOSING, Phase.CLOSED):
             raise ControllerClosed("the controller is closed")
-        if self._phase == _Phase.OPEN:
+        if self._phase == Phase.OPEN:
             return
         if self._plane is not None:
             await self._plane.start()
@@ -267,7 +256,7 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
             await self._cluster.start()
         if self._worker is not None:
             await self._worker.start()
-        self._phase = _Phase.OPEN
+        self._phase = Phase.OPEN
 
     async def __aenter__(self) -> Controller:
         await self.start()
@@ -295,12 +284,12 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
             isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0
         ):
             raise ConfigurationError(f"grace must be a number >= 0, got {grace!r}")
-        if self._phase == _Phase.CLOSED:
+        if self._phase == Phase.CLOSED:
             return
         if self._closed is not None:
             await asyncio.shield(self._closed)
             return
-        self._phase = _Phase.CLOSING
+        self._phase = Phase.CLOSING
         loop = asyncio.get_running_loop()
         self._closed = loop.create_future()
         if close_store is None:
@@ -311,7 +300,7 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
         try:
             await await_to_the_end(shutdown)
         finally:
-            self._phase = _Phase.CLOSED
+            self._phase = Phase.CLOSED
             if not self._closed.done():
                 self._closed.set_result(None)
 
@@ -340,13 +329,13 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
                 await plane.store.close()
 
     def _check_not_closed(self) -> None:
-        if self._phase in (_Phase.CLOSING, _Phase.CLOSED):
+        if self._phase in (Phase.CLOSING, Phase.CLOSED):
             raise ControllerClosed("the controller is closed; it accepts no more calls")
 
     async def _open(self) -> None:
-        if self._phase == _Phase.OPEN:
+        if self._phase == Phase.OPEN:
             return
-        if self._phase == _Phase.NEW:
+        if self._phase == Phase.NEW:
             # Open on first use, so `controller = Controller(); await submit()` works.
             await self.start()
             return
@@ -380,7 +369,7 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
         if self._plane is None and (
             getattr(base, "durable", False) if durable is None else durable
         ):
-            raise durable_needs_store(name, _NO_STORE)
+            raise durable_needs_store(name, NO_STORE)
         spec = self.registry.register(
             name,
             fn,
@@ -407,106 +396,6 @@ class Controller(TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls):
         """A worker registered more after it started: publish it and claim it now."""
         if self._worker is not None:
             self._worker.served_changed()
-
-    # -- submit ----------------------------------------------------------------------
-
-    async def submit(
-        self,
-        name: str,
-        *args: Any,
-        task_id: str | None = None,
-        label: str | None = None,
-        bucket_key: str | None = None,
-        priority: int | None = None,
-        tags: Collection[str] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: Timeout | None = None,
-        **kwargs: Any,
-    ) -> TaskRun:
-        """Accept a task; it is ``queued`` (or already starting) when this returns.
-
-        Every check happens before anything is queued: an unknown name, a
-        duplicate id, arguments that are not JSON or do not fit the function,
-        a bucket this node does not own — each raises its own typed error and
-        leaves nothing behind.
-        """
-        if self._phase != _Phase.OPEN:
-            await self._open()
-        spec = self.registry.get(name)
-        if spec.durable and self._plane is None:
-            raise durable_needs_store(spec.name, _NO_STORE)
-        if task_id is not None and check_task_id(task_id) in self._host:
-            raise DuplicateTask(task_id)
-        bucket = None if bucket_key is None else self._bucket_for(bucket_key)
-        if tags is not None:
-            tags = spec.tags | check_tags(tags)
-        run = self.run_factory.new(
-            spec,
-            args,
-            kwargs,
-            task_id=task_id,
-            name=name,
-            label=label,
-            retry=retry,
-            timeout=timeout,
-            tags=tags,
-            priority=priority,
-            bucket=bucket,
-            bucket_key=bucket_key,
-        )
-        plane = self._plane
-        if plane is None:
-            self._host.admit(run)
-        else:
-            await self._admit_durably(run, plane)
-        self._submitted_since_yield += 1
-        if self._submitted_since_yield >= _SUBMITS_PER_YIELD:
-            # A tight submit loop would otherwise hold the event loop for as
-            # long as the whole batch takes; yield now and then.
-            self._submitted_since_yield = 0
-            await asyncio.sleep(0)
-        return run
-
-    async def _admit_durably(self, run: TaskRun, plane: ControlPlane) -> None:
-        """Queue ``run`` only once the store holds it; if it cannot, leave nothing behind.
-
-        Cancellation: the creation is awaited to its end first (it may have
-        committed); a created task runs, and the cancellation is re-raised.
-        """
-        await plane.become_node()  # a second live node under this owner name is refused here
-        host = self._host
-        host.register(run)
-        run.mark_queued()
-        creation = asyncio.ensure_future(plane.writer.created(run))
-        cancelled = False
-        # anyio re-delivers a scope's cancellation at every await: shield from it
-        # while the outcome settles (the store bounds how long that takes).
-        import anyio  # imported on use: a controller's import stays cheap
-
-        with anyio.CancelScope(shield=True):
-            while not creation.done():
-                try:
-                    await asyncio.shield(creation)
-                except asyncio.CancelledError:
-                    cancelled = True  # re-raised once the outcome is settled
-                except Exception:
-                    break
-        error = creation.exception()
-        if error is not None:
-            host.forget(run)
-            plane.writer.forget(run)
-            raise error
-        run.enter_admission()
-        if cancelled:
-            raise asyncio.CancelledError
-
-    def _bucket_for(self, bucket_key: str | None) -> int | None:
-        if bucket_key is None:
-            return None
-        bucket = self.buckets.bucket_for(bucket_key)
-        if self.owned_buckets is not None and bucket not in self.owned_buckets:
-            raise BucketNotOwned(bucket, format_bucket_ranges(self.owned_buckets))
-        return bucket
 
     def __repr__(self) -> str:
         return f"<Controller owner={self.owner!r} {self._phase} tasks={len(self._host)}>"

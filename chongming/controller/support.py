@@ -11,6 +11,16 @@ from typing import Any
 
 from chongming.errors import ConfigurationError
 
+
+class Phase:
+    """Where a controller is in its life: new, open, closing, closed."""
+
+    NEW = "new"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
 __all__ = [
     "all_done",
     "await_to_the_end",
