@@ -84,6 +84,21 @@ class Probe:
         while await self.unfinished():
             await asyncio.sleep(0.02)
 
+    async def updates(self) -> tuple[int, int] | None:
+        """(updates, HOT updates) of ``tasks`` so far, as the server's statistics count them."""
+        schema = getattr(self._store, "schema", None)
+        if schema is None or self._conn is None:
+            return None
+        # Backends report their counts at most once a second, and when they exit.
+        await asyncio.sleep(1.2)
+        await self._conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = await self._conn.fetchrow(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+            " WHERE schemaname = $1 AND relname = 'tasks'",
+            schema.strip('"'),
+        )
+        return None if row is None else (int(row[0]), int(row[1]))
+
     async def close(self) -> None:
         if self._conn is not None:
             await self._conn.close()
@@ -190,6 +205,11 @@ async def enqueue_and_drain(
             server_cpu = await server.seconds() if getattr(client_store, "schema", None) else None
         await server.close()
         await worker_store.close()
+    updates = await probe.updates()
+    if updates is not None:
+        total, hot = updates
+        share = f"{hot / total:.0%}" if total else "n/a"
+        print(f"  PostgreSQL  tasks updates during the drain: {total:,}, HOT {hot:,} ({share})")
     await probe.close()
     await drop(client_store)
     await client_store.close()
