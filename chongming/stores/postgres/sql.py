@@ -12,6 +12,7 @@ caller what happened.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -193,27 +194,39 @@ ORDER BY i.ord
 
 #: Where the mutable columns sit in a write's ``params`` (which follow TASK_COLUMNS).
 _PATCHED_AT = tuple(i for i, (name, _) in enumerate(SNAPSHOT_COLUMNS) if name in _MUTABLE)
+_PICK_PATCHED = operator.itemgetter(*_PATCHED_AT)  # more than one: it answers tuples
+assert len(_PATCHED_AT) > 1
 
 
 def patch_columns(batch: Sequence[WriteArgs]) -> list[list[Any]]:
-    """Column arrays for the patch statement (every write a patch)."""
-    width = len(_PATCHED_AT)
-    arrays: list[list[Any]] = [[] for _ in range(2 + width + 1 + len(_TRANSITION_COLUMNS) - 1)]
-    ids, expects = arrays[0], arrays[1]
-    columns = arrays[2 : 2 + width]
-    ords = arrays[2 + width]
-    steps = arrays[3 + width :]
+    """Column arrays for the patch statement (every write a patch).
+
+    Transposed by ``zip`` (in C) rather than appended value by value: a batch of
+    60 patches is some 1,500 values, built once per batch on the writer's loop.
+    """
+    pick = _PICK_PATCHED
+    rows = [pick(args.params) for args in batch]
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else []
+    if len(columns) != len(_PATCHED_AT):
+        columns = [[] for _ in _PATCHED_AT]
+    ords: list[int] = []
+    records: list[tuple[Any, ...]] = []
     for ordinal, args in enumerate(batch, start=1):
-        ids.append(args.key)
-        expects.append(args.expect)
-        params = args.params
-        for array, index in zip(columns, _PATCHED_AT, strict=True):
-            array.append(params[index])
-        for record in args.transitions:
-            ords.append(ordinal)
-            for array, value in zip(steps, record[1:], strict=True):
-                array.append(value)
-    return arrays
+        transitions = args.transitions
+        if transitions:
+            ords.extend([ordinal] * len(transitions))
+            records.extend(transitions)
+    width = len(_TRANSITION_COLUMNS)
+    steps = [list(column) for column in zip(*records, strict=True)] if records else []
+    if len(steps) != width:
+        steps = [[] for _ in range(width)]
+    return [
+        [args.key for args in batch],
+        [args.expect for args in batch],
+        *columns,
+        ords,
+        *steps[1:],  # without task_id: the statement takes it from the write
+    ]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
