@@ -79,7 +79,6 @@ class RunState:
     __slots__ = (
         "_created_at",
         "_current",
-        "_done",
         "_done_callbacks",
         "_failure",
         "_finished_at",
@@ -106,6 +105,7 @@ class RunState:
         "_stop_reason",
         "_time",
         "_updated_at",
+        "_waiters",
         "adopted",
         "attempt",
         "bucket",
@@ -230,7 +230,8 @@ class RunState:
         self._retry_timer: asyncio.TimerHandle | None = None
         self._pause_timer: asyncio.TimerHandle | None = None
         self._pause_waiter: asyncio.Future[bool] | None = None
-        self._done: asyncio.Future[None] | None = None
+        #: The futures of those waiting for the end (``wait``), each its own.
+        self._waiters: list[asyncio.Future[None]] | None = None
         self._done_callbacks: list[Callable[[Any], None]] | None = None
         self._outcome: Outcome | None = None
         #: Why a closing worker hands this run back (set by :meth:`hand_back`).
@@ -399,8 +400,12 @@ class RunState:
             or self._pause_timer is not None
         ):
             self.discard()
-        if self._done is not None and not self._done.done():
-            self._done.set_result(None)
+        waiters = self._waiters
+        if waiters is not None:
+            self._waiters = None
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
         callbacks = self._done_callbacks
         if callbacks is not None:
             self._done_callbacks = None

@@ -216,24 +216,39 @@ class TaskRun(RunLifecycle):
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
         ):
             raise ConfigurationError(f"timeout must be a number >= 0, got {timeout!r}")
-        # The end is reported once the store holds it (or the store fails: then
-        # ``persist_failures`` says the write is pending).
-        if self._finished_at is not None:
-            settled = self.host.settled(self)
-            if settled is not None:
-                async with asyncio.timeout(timeout):
-                    await asyncio.shield(settled)
+        if timeout is None:
+            await self._until_settled()  # no timeout scope to enter: the common case
         else:
-            if self._done is None:
-                self._done = asyncio.get_running_loop().create_future()
             async with asyncio.timeout(timeout):
-                await asyncio.shield(self._done)
-                settled = self.host.settled(self)
-                if settled is not None:
-                    await asyncio.shield(settled)
+                await self._until_settled()
         outcome = self.outcome
         assert outcome is not None
         return outcome
+
+    async def _until_settled(self) -> None:
+        """Until the end is seen here and, with a store, held by it (or its write failed:
+        then ``persist_failures`` says it is pending).
+
+        Each waiter awaits a future of its own, resolved by the end: a waiter
+        cancelled or timed out cancels only its own (no shield around a shared one,
+        which cost every wait one more trip through the loop).
+        """
+        if self._finished_at is None:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            waiters = self._waiters
+            if waiters is None:
+                self._waiters = [waiter]
+            else:
+                waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                waiters = self._waiters  # None once the end resolved them all
+                if waiters is not None and waiter in waiters:
+                    waiters.remove(waiter)
+        settled = self.host.settled(self)
+        if settled is not None:
+            await asyncio.shield(settled)
 
     # -- standalone use ------------------------------------------------------------
 
@@ -251,8 +266,7 @@ class TaskRun(RunLifecycle):
     ) -> None:
         host = self.host
         if self.done and isinstance(host, StandaloneHost) and host.idle:
-            await host.aclose(timeout=self.windows.cancel_window)
-            return
+            return  # nothing of the host is left to cancel or await
         await asyncio.shield(self._close_standalone())
 
     async def _close_standalone(self) -> None:

@@ -141,6 +141,32 @@ async def test_cancelling_a_waiter_does_not_touch_the_task() -> None:
         assert (await run.wait(5)).value == "fine"
 
 
+async def test_many_waiters_each_see_the_end_and_a_cancelled_one_leaves_nothing() -> None:
+    """Each waiter awaits its own future: cancelling or timing out one touches no other,
+    and the ones given up on are not kept (a loop of timed-out waits must not grow)."""
+    gate = asyncio.Event()
+
+    async def job(ctx) -> str:  # type: ignore[no-untyped-def]
+        await gate.wait()
+        return "fine"
+
+    async with TaskRun(job) as run:
+        waiters = [asyncio.ensure_future(run.wait()) for _ in range(3)]
+        cancelled = asyncio.ensure_future(run.wait())
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        for _ in range(20):
+            with pytest.raises(TimeoutError):
+                await run.wait(timeout=0)
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert len(run._waiters or ()) == 3  # the three still waiting, nothing else
+        gate.set()
+        outcomes = await asyncio.gather(*waiters)
+    assert [outcome.value for outcome in outcomes] == ["fine"] * 3
+    assert run._waiters is None
+
+
 async def test_negative_wait_timeout_is_refused() -> None:
     async with TaskRun(aextract, (1,)) as run:
         with pytest.raises(ConfigurationError):
