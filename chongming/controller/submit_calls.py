@@ -117,21 +117,25 @@ class SubmitCalls:
         host = self._host
         host.register(run)
         run.mark_queued()
-        creation = asyncio.ensure_future(plane.writer.created(run))
+        writer = plane.writer
         cancelled = False
+        error: BaseException | None = None
         # anyio re-delivers a scope's cancellation at every await: shield from it
         # while the outcome settles (the store bounds how long that takes).
         import anyio  # imported on use: a controller's import stays cheap
 
         with anyio.CancelScope(shield=True):
-            while not creation.done():
+            while (creation := writer.creation(run)) is not None:
                 try:
-                    await asyncio.shield(creation)
-                except asyncio.CancelledError:
-                    cancelled = True  # re-raised once the outcome is settled
-                except Exception:
+                    await creation
                     break
-        error = creation.exception()
+                except asyncio.CancelledError:
+                    # Our cancellation cancelled the future, not the write: ask again
+                    # until the outcome is settled, then re-raise.
+                    cancelled = True
+                except Exception as refused:
+                    error = refused
+                    break
         if error is not None:
             host.forget(run)
             plane.writer.forget(run)

@@ -179,9 +179,26 @@ class WriteThrough:
             return
         if entry.create_error is not None:
             raise entry.create_error
-        if entry.creation is None:
+        if entry.creation is None or entry.creation.cancelled():
             entry.creation = asyncio.get_running_loop().create_future()
         await asyncio.shield(entry.creation)
+
+    def creation(self, run: Any) -> asyncio.Future[None] | None:
+        """What a submit awaits: resolved once the task exists in the store, or with the
+        store's error if it cannot; None when it exists already.
+
+        Awaited directly (no task, no shield: the submit's hot path); a submitter
+        cancelled meanwhile cancels it and asks again for a new one.
+        """
+        entry = self._entries.get(run.task_id)
+        if entry is None or entry.created:
+            return None
+        creation = entry.creation
+        if creation is None or creation.cancelled():
+            creation = entry.creation = asyncio.get_running_loop().create_future()
+            if entry.create_error is not None:
+                creation.set_exception(entry.create_error)
+        return creation
 
     def forget(self, run: Any) -> None:
         """Drop a run whose creation failed (submit raised; nothing is left behind)."""
