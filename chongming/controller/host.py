@@ -284,7 +284,7 @@ class ControllerHost:
         """The sink: persist, retire an ended run, publish (the run moved the counts)."""
         plane = self._plane
         if plane is not None:
-            plane.record(run)
+            plane.writer.record(run)  # the write-through's own call: one less per transition
         if run.status in _TERMINAL:
             self.retire(run)
             if (

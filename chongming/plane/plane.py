@@ -156,9 +156,6 @@ class ControlPlane:
             ", ".join(f"{e.task_id} {e.outcome.value}" for e in report.entries),
         )
 
-    def record(self, run: Any) -> None:
-        self.writer.record(run)
-
     def failures(self) -> PersistFailures:
         return self.writer.failures()
 
