@@ -53,16 +53,22 @@ Runner = Callable[[str, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 _COLUMNS = ", ".join(name for name, _ in SNAPSHOT_COLUMNS)
 _RETURNING = ", ".join(f"t.{name}" for name, _ in SNAPSHOT_COLUMNS)
 _HISTORY = ("version", "from_status", "to_status", "at", "trigger", "actor", "reason", "attempt")
+_HISTORY_TYPES = ("int", "text", "text", "timestamptz", "text", "text", "text", "int")
+#: The history columns of a row that needs none read (typed, for the UNION beside them).
+_NO_HISTORY = ", ".join(
+    f"NULL::{kind}[] AS h_{column}" for column, kind in zip(_HISTORY, _HISTORY_TYPES, strict=True)
+)
 _QUEUED, _STARTING = TaskStatus.QUEUED, TaskStatus.STARTING
 #: A start after a park or a resume continues its attempt (chongming.state.attempts).
 _CONTINUES = ", ".join(f"'{trigger}'" for trigger in sorted(CONTINUES_ATTEMPT))
 
 
 #: What a claim's pick answers of each row it locks, for the update that follows: the
-#: row's address. The update joins its rows by it (``_BY_ROW``): one fetch per row,
-#: where a join by task id is planned as a hash of a scan of the whole table (the
-#: planner cannot tell a claim's few rows from many), 3 of the 5 ms of a claim of
-#: 128 on a table of 10,000 rows, growing with the table. A locked row keeps its
+#: row's address. The update joins its rows by it (``_BY_ROW``): one fetch per row
+#: (a Tid Scan). Joined by task id, the planner (which cannot tell a claim's few rows
+#: from many) probes the primary key per row or, on a smaller table, hashes a scan
+#: of the whole table (seen on 3,000 rows in a drain; 3 of the 5 ms of a claim of
+#: 128 on 10,000 rows at the default random_page_cost). A locked row keeps its
 #: address until the statement ends; the task id is compared too.
 _ROW = ", ctid AS row_at"
 _BY_ROW = "t.ctid = chosen.row_at AND t.task_id = chosen.task_id"
@@ -236,12 +242,12 @@ def _start(schema: str, chosen: str, *, at: str, by_row: bool = True) -> str:
         f" recorded AS (INSERT INTO {schema}.transitions (task_id, {', '.join(_HISTORY)})"
         f" SELECT task_id, status_version, 'queued', 'starting', {at}::timestamptz,"
         f" '{Trigger.DISPATCH}', 'system', NULL, attempt FROM started)"
-        f" SELECT t.*, {history} FROM started AS t"
-        + _history_of(
-            schema,
-            "t",
-            where=" AND t.status_version > 2 AND tr.version <> t.status_version - 1",
-        )
+        # A task claimed at its first version (a fresh one): its history is the last
+        # transition and the start, both known here, so its row meets no history read.
+        f" SELECT t.*, {_NO_HISTORY} FROM started AS t WHERE t.status_version <= 2"
+        f" UNION ALL SELECT t.*, {history} FROM started AS t"
+        + _history_of(schema, "t", where=" AND tr.version <> t.status_version - 1")
+        + " WHERE t.status_version > 2"
     )
 
 
