@@ -47,6 +47,11 @@ class ThreadExecutor(Executor):
         self._limiters: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, anyio.CapacityLimiter
         ] = weakref.WeakKeyDictionary()
+        #: The last loop asked about and its limiter: one loop per thread is the rule,
+        #: and a weak dictionary's lookup is a Python call on every thread call.
+        self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], anyio.CapacityLimiter] | None = (
+            None
+        )
         self._in_flight = 0
         self._drained: asyncio.Event | None = None
         self._closed = False
@@ -82,13 +87,19 @@ class ThreadExecutor(Executor):
         if self._closed:
             raise ExecutorClosed("the thread executor is closed")
         loop = asyncio.get_running_loop()
-        limiter = self._limiters.get(loop)
         # Imported on use: a controller that runs only coroutines never loads anyio
         # (`from chongming import Controller` stays cheap); then a dictionary lookup.
         import anyio.to_thread
 
-        if limiter is None:
-            limiter = self._limiters[loop] = anyio.CapacityLimiter(self.max_workers)
+        last = self._last
+        if last is not None and last[0]() is loop:
+            limiter = last[1]
+        else:
+            found = self._limiters.get(loop)
+            if found is None:
+                found = self._limiters[loop] = anyio.CapacityLimiter(self.max_workers)
+            limiter = found
+            self._last = (weakref.ref(loop), limiter)
         self._in_flight += 1
         try:
             return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)

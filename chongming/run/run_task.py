@@ -46,7 +46,7 @@ async def run_task(
     if spec.durable:
         raise durable_needs_store(spec.name, "run_task")
     async with TaskRun(
-        fn,
+        spec,  # resolved once: the run does not look the spec up again
         args,
         kwargs,
         task_id=task_id,
