@@ -219,7 +219,9 @@ class Controller(SubmitCalls, TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls
         self._pipelines = LivePipelines()
         self._observers = wire(observers, self.owner, self._host, self._plane)  # metrics, traces
 
-    def _plane_on(self, store: object, num_buckets: int) -> tuple[ControlPlane, bool]:
+    def _plane_on(
+        self, store: TaskStore | str | os.PathLike[str], num_buckets: int
+    ) -> tuple[ControlPlane, bool]:
         """This node's plane on ``store`` (an instance, or a path or URL it opens and owns)."""
         from chongming.plane.location import open_store
         from chongming.plane.plane import ControlPlane
@@ -227,7 +229,7 @@ class Controller(SubmitCalls, TaskCalls, EnqueueCalls, PipelineCalls, PlaneCalls
 
         owns = not isinstance(store, TaskStore)
         plane = ControlPlane(
-            store if isinstance(store, TaskStore) else open_store(store),  # type: ignore[arg-type]
+            store if isinstance(store, TaskStore) else open_store(store),
             owner=self.owner,
             num_buckets=num_buckets,
             owned_buckets=self.owned_buckets,
