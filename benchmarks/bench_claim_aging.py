@@ -75,7 +75,7 @@ async def explain() -> None:
     import asyncpg  # type: ignore[import-untyped]
 
     from chongming.stores.postgres import PostgresTaskStore
-    from chongming.stores.postgres.claims import claim_sql
+    from chongming.stores.postgres.claim_sql import claim_sql
 
     schema = "bench_e_" + secrets.token_hex(4)
     store = PostgresTaskStore(DSN, schema=schema)
