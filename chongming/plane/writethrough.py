@@ -174,14 +174,9 @@ class WriteThrough:
 
     async def created(self, run: Any) -> None:
         """Return once the task exists in the store; raise the store's error if not."""
-        entry = self._entries.get(run.task_id)
-        if entry is None or entry.created:
-            return
-        if entry.create_error is not None:
-            raise entry.create_error
-        if entry.creation is None or entry.creation.cancelled():
-            entry.creation = asyncio.get_running_loop().create_future()
-        await asyncio.shield(entry.creation)
+        creation = self.creation(run)
+        if creation is not None:
+            await asyncio.shield(creation)  # a cancelled caller leaves it to the next
 
     def creation(self, run: Any) -> asyncio.Future[None] | None:
         """What a submit awaits: resolved once the task exists in the store, or with the
