@@ -88,7 +88,8 @@ class ThreadExecutor(Executor):
             raise ExecutorClosed("the thread executor is closed")
         loop = asyncio.get_running_loop()
         # Imported on use: a controller that runs only coroutines never loads anyio
-        # (`from chongming import Controller` stays cheap); then a dictionary lookup.
+        # (`from chongming import Controller` stays cheap); once loaded, the statement
+        # is a look into sys.modules.
         import anyio.to_thread
 
         last = self._last
