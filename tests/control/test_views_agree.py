@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from chongming import Controller, TaskStatus
 from chongming.cli import views
 from chongming.controller.statistics import count_tasks
-from chongming.plane import durable
 from chongming.plane.waiting import waiting_reasons
 from chongming.state.query import TaskQuery
 from chongming.web import create_app
@@ -39,10 +37,7 @@ async def napper(ctx: Any) -> str:
     return "rested"
 
 
-async def test_stats_ps_cli_and_dashboard_count_and_explain_alike(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(durable, "PARK_AFTER", 0.2)
+async def test_stats_ps_cli_and_dashboard_count_and_explain_alike(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     worker = Controller(store=db, owner="w-1", work=True, poll_interval=0.02, windows=FAST)
     worker.register("ok", ok)

@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from chongming import Controller, TaskStatus
-from chongming.plane import durable
 from chongming.plane.waiting import WaitingReason, waiting_reason
 from chongming.state.records import TaskSnapshot
 from chongming.stores.durable import StepRecord
@@ -137,10 +135,7 @@ def _reason_of(text: str, task_id: str) -> str:
     return row.split("queued (", 1)[1]
 
 
-def test_ps_status_and_the_dashboard_say_why_each_task_waits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(durable, "PARK_AFTER", 0.2)
+def test_ps_status_and_the_dashboard_say_why_each_task_waits(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     asyncio.run(_fill(db))
 
