@@ -1,9 +1,10 @@
 """A component's background loop is cancelled and awaited on close, and the closer's
 own cancellation is kept (``chongming/background.py``).
 
-Before, six components closed their loop with ``try: await task except
-CancelledError: pass``: a cancelled ``aclose()`` returned as if nobody had
-cancelled it (the progress-writer test below failed on that code).
+Before, eight components closed their loop with ``try: await task except
+CancelledError: pass`` (or ``contextlib.suppress`` of it): a cancelled
+``aclose()`` returned as if nobody had cancelled it (the progress-writer test
+below failed on that code).
 """
 
 from __future__ import annotations
